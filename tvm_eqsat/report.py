@@ -1,0 +1,58 @@
+"""What the pass did, per function: predicted costs, e-graph size, rules, timings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class FunctionReport:
+    name: str
+    changed: bool = False
+    cost_before: float = 0.0  # predicted microseconds, the pass's cost model
+    cost_after: float = 0.0
+    enodes: int = 0
+    eclasses: int = 0
+    blocks: int = 0  # dataflow blocks optimised
+    iterations: int = 0
+    stop_reason: str = ""
+    rules_applied: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # why blocks or the function were left alone
+
+    def add_seconds(self, phase: str, seconds: float) -> None:
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
+
+    @property
+    def speedup(self) -> float:
+        return self.cost_before / self.cost_after if self.cost_after > 0 else 1.0
+
+
+@dataclass
+class Report:
+    target: str
+    options: dict
+    functions: dict[str, FunctionReport] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "options": dict(self.options),
+            "seconds": self.seconds,
+            "functions": {k: asdict(v) for k, v in self.functions.items()},
+        }
+
+    def summary(self) -> str:
+        lines = [
+            f"{'function':<20} {'changed':>7} {'cost before':>12} {'cost after':>12} "
+            f"{'pred. speedup':>13} {'e-nodes':>8} {'seconds':>8}"
+        ]
+        for f in self.functions.values():
+            lines.append(
+                f"{f.name:<20} {str(f.changed):>7} {f.cost_before:>12.1f} {f.cost_after:>12.1f} "
+                f"{f.speedup:>12.3f}x {f.enodes:>8} {f.seconds.get('total', 0.0):>8.2f}"
+            )
+            for reason in f.skipped:
+                lines.append(f"  left unchanged: {reason}")
+        return "\n".join(lines)

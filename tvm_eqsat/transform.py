@@ -1,0 +1,344 @@
+"""The pass: Relax module in, rewritten Relax module out, never worse by its own estimate.
+
+Per Relax function and dataflow block: model the block as a TensorGraph, load it
+into an e-graph, grow it with the rule families, extract the cheapest graph, and
+rebuild the block only when the extracted graph differs and is predicted cheaper.
+Anything the pass cannot handle is left unchanged with one log line saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import tvm
+from tvm import relax
+
+from . import cost as cost_mod
+from .egraph import EGraphError, TensorEGraph
+from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
+from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block
+from .report import FunctionReport, Report
+from .rules import RuleLibrary, load_library
+from .search import SEARCHES, grow
+
+log = logging.getLogger("tvm_eqsat")
+
+SUPPORTED_TARGETS = ("llvm", "cuda")
+SKIP_ATTRS = ("Primitive", "Codegen", "Composite")
+MIN_GAIN = 1e-6  # relative predicted gain below which a rewrite is not worth a change
+
+
+@dataclass(frozen=True)
+class Options:
+    """The pass options (``EqSatPass(target, **options)``), validated up front."""
+
+    search: str = "saturate"
+    extractor: str = "greedy"
+    cost_model: str = "roofline"
+    node_limit: int = 20_000
+    time_limit_s: float = 30.0
+    iter_limit: int = 30
+    seed: int = 0
+    rules: tuple[str, ...] | None = None  # rule families or rule names; None = all
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def make_options(**options: Any) -> Options:
+    """Options from keyword arguments; a clear ValueError for anything wrong."""
+    known = {f.name for f in fields(Options)}
+    unknown = set(options) - known
+    if unknown:
+        raise ValueError(f"unknown option(s) {sorted(unknown)}; known: {sorted(known)}")
+    if "rules" in options and options["rules"] is not None:
+        rules = options["rules"]
+        if isinstance(rules, str):
+            rules = (rules,)
+        options["rules"] = tuple(rules)
+    opts = Options(**options)
+    if opts.search not in SEARCHES:
+        raise ValueError(f"search={opts.search!r} is not available; available: {SEARCHES}")
+    if opts.extractor not in EXTRACTORS:
+        raise ValueError(f"extractor={opts.extractor!r} is not available; available: {EXTRACTORS}")
+    cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for an unknown model
+    for name in ("node_limit", "iter_limit", "seed"):
+        value = getattr(opts, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+    if opts.node_limit <= 0:
+        raise ValueError(f"node_limit must be positive, got {opts.node_limit}")
+    if opts.iter_limit < 0:
+        raise ValueError(f"iter_limit must not be negative, got {opts.iter_limit}")
+    if not isinstance(opts.time_limit_s, (int, float)) or not opts.time_limit_s > 0:
+        raise ValueError(f"time_limit_s must be a positive number, got {opts.time_limit_s!r}")
+    _library(opts)  # raises for unknown rule names
+    return opts
+
+
+def _library(opts: Options) -> RuleLibrary:
+    library = load_library()
+    return library if opts.rules is None else library.select(opts.rules)
+
+
+def resolve_target(target: Any) -> tvm.target.Target:
+    """A Target from a Target, a string or a dict; ValueError for unsupported kinds."""
+    if isinstance(target, tvm.target.Target):
+        tgt = target
+    elif isinstance(target, (str, dict)):
+        try:
+            tgt = tvm.target.Target(target)
+        except Exception as err:
+            raise ValueError(f"cannot make a TVM target from {target!r}: {err}") from err
+    else:
+        raise ValueError(f"target must be a tvm.target.Target, str or dict, got {type(target).__name__}")
+    if tgt.kind.name not in SUPPORTED_TARGETS:
+        raise ValueError(f"target kind {tgt.kind.name!r} is not supported; supported: {SUPPORTED_TARGETS}")
+    return tgt
+
+
+def _target_or_current(target: tvm.target.Target | None) -> tvm.target.Target:
+    if target is not None:
+        return target
+    current = tvm.target.Target.current(allow_none=True)
+    if current is not None and current.kind.name in SUPPORTED_TARGETS:
+        return current
+    log.warning("no supported target given or current (%s); costing for llvm", current)
+    return resolve_target("llvm")
+
+
+# ---------------------------------------------------------------- per block
+
+
+@dataclass
+class _Context:
+    opts: Options
+    library: RuleLibrary
+    program: str
+    cost: Any
+    deadline: float
+
+
+def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, force: bool = False):
+    """The extracted graph if it should replace the block's graph, else None."""
+    t = time.perf_counter()
+    egraph = TensorEGraph(graph, ctx.program)
+    report.add_seconds("build_egraph", time.perf_counter() - t)
+
+    t = time.perf_counter()
+    growth = grow(
+        egraph,
+        ctx.opts.search,
+        ctx.library.families,
+        node_limit=ctx.opts.node_limit,
+        iter_limit=ctx.opts.iter_limit,
+        deadline=ctx.deadline,
+    )
+    report.add_seconds("grow", time.perf_counter() - t)
+    report.iterations += growth.iterations
+    report.stop_reason = growth.stop_reason
+    for rule, n in growth.rules_applied.items():
+        report.rules_applied[rule] = report.rules_applied.get(rule, 0) + n
+
+    t = time.perf_counter()
+    snap = egraph.snapshot()
+    report.enodes += snap.n_nodes
+    report.eclasses += len(snap.classes)
+    roots = [snap.root_of[nid] for _, nid in graph.outputs]
+    choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor)
+    new_graph = choice_to_graph(snap, choice, graph)
+    before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
+    report.add_seconds("extract", time.perf_counter() - t)
+
+    better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
+    if force or better:
+        report.cost_before += before
+        report.cost_after += after
+        return new_graph
+    report.cost_before += before
+    report.cost_after += before
+    return None
+
+
+def _skip_reason(func) -> str | None:
+    if not isinstance(func, relax.Function):
+        return "not a Relax function"
+    attrs = func.attrs
+    for key in SKIP_ATTRS:
+        if attrs is not None and key in attrs:
+            return f"function has attribute {key} (already lowered or offloaded)"
+    if not isinstance(func.body, relax.SeqExpr):
+        return "body is not a sequence of binding blocks"
+    if not any(isinstance(b, relax.DataflowBlock) for b in func.body.blocks):
+        return "no dataflow block (non-dataflow code is left unchanged)"
+    return None
+
+
+def _weights(func) -> list:
+    """Parameters after ``num_input`` are weights (constant at deployment)."""
+    attrs = func.attrs
+    if attrs is None or "num_input" not in attrs:
+        return []
+    return list(func.params[int(attrs["num_input"]) :])
+
+
+def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
+    """(new function or None, report) for one function; never raises for bad IR."""
+    report = FunctionReport(name)
+    start = time.perf_counter()
+    reason = _skip_reason(func)
+    if reason is not None:
+        report.skipped.append(reason)
+        log.info("%s left unchanged: %s", name, reason)
+        return None, report
+    weights = _weights(func)
+    blocks = list(func.body.blocks)
+    changed = False
+    for i, block in enumerate(blocks):
+        if not isinstance(block, relax.DataflowBlock):
+            continue
+        where = f"{name} block {i}"
+        if time.monotonic() >= ctx.deadline and not force:
+            report.skipped.append(f"block {i}: time limit reached before it")
+            log.info("%s left unchanged: time limit reached", where)
+            continue
+        try:
+            t = time.perf_counter()
+            graph = graph_from_block(block, weights)
+            report.add_seconds("convert", time.perf_counter() - t)
+            new_graph = _optimize_block(graph, ctx, report, force)
+            if new_graph is None:
+                continue
+            t = time.perf_counter()
+            blocks[i] = block_from_graph(new_graph)
+            report.add_seconds("rebuild", time.perf_counter() - t)
+            report.blocks += 1
+            changed = True
+        except (Unsupported, EGraphError) as err:
+            report.skipped.append(f"block {i}: {err}")
+            log.info("%s left unchanged: %s", where, err)
+        except Exception as err:  # a bug of ours must not break the user's build
+            report.skipped.append(f"block {i}: internal error {type(err).__name__}: {err}")
+            log.warning("%s left unchanged after an internal error", where, exc_info=True)
+    report.seconds["total"] = time.perf_counter() - start
+    if not changed:
+        report.cost_after = report.cost_before
+        return None, report
+    report.changed = True
+    return _with_blocks(func, blocks), report
+
+
+def _with_blocks(func, blocks) -> relax.Function:
+    """``func`` with new binding blocks, normalised so every expression has its type."""
+    body = relax.SeqExpr(blocks, func.body.body)
+    new_func = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)
+    return relax.BlockBuilder().normalize(new_func)
+
+
+def _ill_formed(mod: tvm.IRModule) -> str | None:
+    """Why the module is not well formed, or None (TVM's check raises on failure)."""
+    try:
+        relax.analysis.well_formed(mod)
+    except Exception as err:
+        return str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+    return None
+
+
+def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: bool = False):
+    start = time.perf_counter()
+    library = _library(opts)
+    ctx = _Context(
+        opts,
+        library,
+        library.program(),
+        cost_mod.make_cost_model(opts.cost_model, target.kind.name),
+        time.monotonic() + opts.time_limit_s,
+    )
+    report = Report(str(target), opts.to_dict())
+    new_mod = mod.clone()
+    for gv, func in list(mod.functions.items()):
+        name = gv.name_hint
+        new_func, frep = _optimize_function(name, func, ctx, force)
+        if new_func is not None:
+            candidate = new_mod.clone()
+            candidate[gv] = new_func
+            problem = _ill_formed(candidate)
+            if problem is None:
+                new_mod = candidate
+            else:
+                frep.changed = False
+                frep.cost_after = frep.cost_before
+                frep.skipped.append(f"rewritten function was not well formed: {problem}")
+                log.warning("%s left unchanged: rewritten function was not well formed: %s", name, problem)
+        report.functions[name] = frep
+        if isinstance(func, relax.Function):
+            log.info(
+                "%s: predicted cost %.1f -> %.1f us, %d e-nodes, %.2f s%s",
+                name,
+                frep.cost_before,
+                frep.cost_after,
+                frep.enodes,
+                frep.seconds.get("total", 0.0),
+                "" if frep.changed else " (unchanged)",
+            )
+    report.seconds = time.perf_counter() - start
+    return new_mod, report
+
+
+# ---------------------------------------------------------------- public API
+
+
+def optimize(mod: tvm.IRModule, target: Any = None, **options: Any) -> tuple[tvm.IRModule, Report]:
+    """Rewrite ``mod`` for ``target``; returns ``(new_mod, report)``. ``mod`` is not modified."""
+    opts = make_options(**options)
+    tgt = _target_or_current(None if target is None else resolve_target(target))
+    if not isinstance(mod, tvm.IRModule):
+        raise ValueError(f"optimize expects a tvm.IRModule, got {type(mod).__name__}")
+    return _run(mod, tgt, opts)
+
+
+def EqSatPass(target: Any = None, **options: Any) -> tvm.ir.transform.Pass:
+    """The equality-saturation rewrite as a TVM module pass.
+
+    ``target=None`` uses ``tvm.target.Target.current()`` when the pass runs.
+    Options are checked here, so a bad option fails before any work.
+    """
+    opts = make_options(**options)
+    tgt = None if target is None else resolve_target(target)
+
+    def transform(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        return _run(mod, _target_or_current(tgt), opts)[0]
+
+    return tvm.ir.transform.module_pass(transform, opt_level=0, name="tvm_eqsat.EqSatPass")
+
+
+def pipeline(target: Any, **options: Any) -> tvm.ir.transform.Pass:
+    """The target's stock Relax pipeline with EqSatPass in front (for ``tvm.compile``)."""
+    tgt = resolve_target(target)
+    return tvm.transform.Sequential(
+        [EqSatPass(tgt, **options), relax.get_default_pipeline(tgt)], name="tvm_eqsat.pipeline"
+    )
+
+
+def roundtrip(mod: tvm.IRModule, through_egraph: bool = True) -> tvm.IRModule:
+    """Rebuild every modelled block without rewriting (a check of the conversions).
+
+    With ``through_egraph`` the graph goes into the e-graph and is extracted back.
+    """
+    opts = make_options(rules=(), time_limit_s=3600.0)
+    if through_egraph:
+        return _run(mod, resolve_target("llvm"), opts, force=True)[0]
+    new_mod = mod.clone()
+    for gv, func in mod.functions.items():
+        if _skip_reason(func) is not None:
+            continue
+        blocks = [
+            block_from_graph(graph_from_block(b, _weights(func))) if isinstance(b, relax.DataflowBlock) else b
+            for b in func.body.blocks
+        ]
+        new_mod[gv] = _with_blocks(func, blocks)
+    return new_mod
+
