@@ -36,7 +36,7 @@ class Options:
     """The pass options (``EqSatPass(target, **options)``), validated up front."""
 
     search: str = "saturate"
-    extractor: str = "greedy"
+    extractor: str = "ilp"
     cost_model: str = "roofline"
     node_limit: int = 20_000
     time_limit_s: float = 30.0
@@ -148,7 +148,8 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     report.enodes += snap.n_nodes
     report.eclasses += len(snap.classes)
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
-    choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor)
+    budget = max(1.0, ctx.deadline - time.monotonic())  # the ILP may use what growth left
+    choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
     before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
     report.add_seconds("extract", time.perf_counter() - t)
