@@ -67,7 +67,9 @@ def _arg_sorts(name: str) -> list[str]:
 def _shape_rules() -> list[str]:
     """Shape and dtype inference for the ops that rewrites create."""
     rules = []
-    same_as_first = [s.name for s in ops.SPECS if s.kind == ops.ELEMWISE and s.n_inputs == 1]
+    same_as_first = [
+        s.name for s in ops.SPECS if s.kind == ops.ELEMWISE and s.n_inputs == 1 and s.name != "BroadcastTo"
+    ]
     for name in same_as_first:
         nattr = len(signatures()[name][1])
         pat = f"({name} x{''.join(f' _a{i}' for i in range(nattr))})"
@@ -75,15 +77,12 @@ def _shape_rules() -> list[str]:
         if name != "Astype":
             rules.append(f"(rule ((= e {pat}) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)")
     rules.append("(rule ((= e (Astype x d))) ((set (dtype e) d)) :ruleset analysis)")
+    rules.append("(relation binop (T T T))")
     for spec in ops.SPECS:
         if spec.kind == ops.ELEMWISE and spec.n_inputs == 2:
-            rules.append(
-                f"(rule ((= e ({spec.name} x y)) (= s (shape x)) (= s (shape y))) "
-                f"((set (shape e) s)) :ruleset analysis)"
-            )
-            rules.append(
-                f"(rule ((= e ({spec.name} x y)) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)"
-            )
+            rules.append(f"(rule ((= e ({spec.name} x y))) ((binop e x y)) :ruleset analysis)")
+    rules.append("(rule ((binop e x y) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)")
+    rules.extend(_broadcast_rules())
     for name in ("Reshape", "BroadcastTo"):
         rules.append(f"(rule ((= e ({name} x s))) ((set (shape e) s)) :ruleset analysis)")
         rules.append(f"(rule ((= e ({name} x s)) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)")
@@ -106,11 +105,76 @@ def _shape_rules() -> list[str]:
         "(= n (vec-length sx)) (> n 2) (= (vec-pop (vec-pop sx)) (vec-pop (vec-pop sy)))) "
         "((set (shape e) (vec-set sx (- n 1) (vec-get sy (- n 1))))) :ruleset analysis)"
     )
+    rules.extend(_structural_shape_rules())
     rules.append('(rule ((= e (Matmul x y "")) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)')
     rules.append(
         '(rule ((= e (Matmul x y od)) (!= od "")) ((set (dtype e) od)) :ruleset analysis)'
     )
     return rules
+
+
+def _broadcast_rules(max_rank: int = 6) -> list[str]:
+    """Numpy broadcasting of binary element-wise ops, one rule per pair of ranks.
+
+    Dimensions are right-aligned; a missing or unit dimension takes the other's,
+    so each output dimension is the max of the two (the inputs were valid Relax).
+    """
+    rules = []
+    for rx in range(max_rank + 1):
+        for ry in range(max_rank + 1):
+            r = max(rx, ry)
+            if r == 0:
+                dims = ""
+            else:
+                parts = []
+                for i in range(r):
+                    xi = f"(vec-get sx {i - (r - rx)})" if i >= r - rx else None
+                    yi = f"(vec-get sy {i - (r - ry)})" if i >= r - ry else None
+                    parts.append(f"(max {xi} {yi})" if xi and yi else (xi or yi))
+                dims = " ".join(parts)
+            rules.append(
+                f"(rule ((binop e x y) (= sx (shape x)) (= sy (shape y)) (= {rx} (vec-length sx)) "
+                f"(= {ry} (vec-length sy))) ((set (shape e) (vec-of {dims}))) :ruleset analysis)"
+            )
+    return rules
+
+
+def _structural_shape_rules() -> list[str]:
+    """Shapes of concat, split parts and NCHW convolutions (what merge rules create)."""
+    a = ":ruleset analysis"
+    return [
+        # concat: the sum of the parts along the axis, computed along the list
+        "(relation need-axis-sum (TList i64))",
+        "(function axis-sum (TList i64) i64 :no-merge)",
+        f"(rule ((= e (Concat l ax))) ((need-axis-sum l ax)) {a})",
+        f"(rule ((need-axis-sum l ax) (= l (TCons h t))) ((need-axis-sum t ax)) {a})",
+        f"(rule ((need-axis-sum l ax) (= l (TNil))) ((set (axis-sum l ax) 0)) {a})",
+        f"(rule ((need-axis-sum l ax) (= l (TCons h t)) (= s (shape h)) (= r (axis-sum t ax))) "
+        f"((set (axis-sum l ax) (+ r (vec-get s ax)))) {a})",
+        f"(rule ((= e (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (= n (axis-sum l ax))) "
+        f"((set (shape e) (vec-set s ax n))) {a})",
+        f"(rule ((= e (Concat l ax)) (= l (TCons h t)) (= d (dtype h))) ((set (dtype e) d)) {a})",
+        # split parts: [0, i0), [i0, i1), ..., [i_last, dim)
+        f"(rule ((= e (TGet p 0)) (= p (Split x ind ax)) (= s (shape x)) (> (vec-length ind) 0)) "
+        f"((set (shape e) (vec-set s ax (vec-get ind 0)))) {a})",
+        f"(rule ((= e (TGet p k)) (= p (Split x ind ax)) (= s (shape x)) (> k 0) (< k (vec-length ind))) "
+        f"((set (shape e) (vec-set s ax (- (vec-get ind k) (vec-get ind (- k 1)))))) {a})",
+        f"(rule ((= e (TGet p k)) (= p (Split x ind ax)) (= s (shape x)) (= k (vec-length ind)) (> k 0)) "
+        f"((set (shape e) (vec-set s ax (- (vec-get s ax) (vec-get ind (- k 1)))))) {a})",
+        f"(rule ((= e (TGet p k)) (= p (Split x ind ax)) (= d (dtype x))) ((set (dtype e) d)) {a})",
+        # conv2d, NCHW data / OIHW kernel; padding is (top, left, bottom, right)
+        f'(rule ((= e (Conv2d x w st pd dl g "NCHW" "OIHW" "NCHW" od)) (= sx (shape x)) (= sw (shape w))) '
+        "((set (shape e) (vec-of (vec-get sx 0) (vec-get sw 0) "
+        "(+ (/ (- (+ (vec-get sx 2) (+ (vec-get pd 0) (vec-get pd 2))) "
+        "(+ (* (vec-get dl 0) (- (vec-get sw 2) 1)) 1)) (vec-get st 0)) 1) "
+        "(+ (/ (- (+ (vec-get sx 3) (+ (vec-get pd 1) (vec-get pd 3))) "
+        f"(+ (* (vec-get dl 1) (- (vec-get sw 3) 1)) 1)) (vec-get st 1)) 1)))) {a})",
+        f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 "")) (= d (dtype x))) ((set (dtype e) d)) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 od)) (!= od "")) ((set (dtype e) od)) {a})',
+        # the loaded node a class came from: orders operands so merges fire once per set
+        f"(rule ((= e (Ref i))) ((set (orig-id e) i)) {a})",
+        f"(rule ((= l (TCons h t)) (= i (orig-id h))) ((set (first-id l) i)) {a})",
+    ]
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,6 +192,8 @@ def language() -> str:
         f"(function dtype ({T}) String :no-merge)",
         f"(relation const ({T}))",
         f"(relation const-list ({TLIST}))",
+        f"(function orig-id ({T}) i64 :merge (min old new))",
+        f"(function first-id ({TLIST}) i64 :merge (min old new))",
         "(ruleset load-vec)",
         "(ruleset load)",
         "(ruleset analysis)",
