@@ -311,6 +311,20 @@ def _binary(name: str, path: str) -> OpSpec:
     return _spec(name, "relax." + path, 2, (), _read_plain(2), _build_plain(path), ELEMWISE)
 
 
+def _pool(name: str, path: str) -> OpSpec:
+    attrs = [
+        ("pool_size", IVEC),
+        ("strides", IVEC),
+        ("padding", IVEC),
+        ("dilation", IVEC),
+        ("ceil_mode", BOOL),
+        ("count_include_pad", BOOL),
+        ("layout", STR),
+        ("out_layout", STR),
+    ]
+    return _spec(name, "relax." + path, 1, attrs, _read_pool2d, _build_pool(path), KERNEL)
+
+
 SPECS: tuple[OpSpec, ...] = (
     _spec(
         "Matmul",
@@ -486,42 +500,8 @@ SPECS: tuple[OpSpec, ...] = (
         lambda xs, a: relax.op.nn.softmax(xs[0], a[0]),
         KERNEL,
     ),
-    _spec(
-        "MaxPool2d",
-        "relax.nn.max_pool2d",
-        1,
-        [
-            ("pool_size", IVEC),
-            ("strides", IVEC),
-            ("padding", IVEC),
-            ("dilation", IVEC),
-            ("ceil_mode", BOOL),
-            ("count_include_pad", BOOL),
-            ("layout", STR),
-            ("out_layout", STR),
-        ],
-        _read_pool2d,
-        _build_pool("nn.max_pool2d"),
-        KERNEL,
-    ),
-    _spec(
-        "AvgPool2d",
-        "relax.nn.avg_pool2d",
-        1,
-        [
-            ("pool_size", IVEC),
-            ("strides", IVEC),
-            ("padding", IVEC),
-            ("dilation", IVEC),
-            ("ceil_mode", BOOL),
-            ("count_include_pad", BOOL),
-            ("layout", STR),
-            ("out_layout", STR),
-        ],
-        _read_pool2d,
-        _build_pool("nn.avg_pool2d"),
-        KERNEL,
-    ),
+    _pool("MaxPool2d", "nn.max_pool2d"),
+    _pool("AvgPool2d", "nn.avg_pool2d"),
     _spec(
         "Mean",
         "relax.mean",
