@@ -123,7 +123,7 @@ class _Context:
 
 
 def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, force: bool = False):
-    """The extracted graph if it should replace the block's graph, else None."""
+    """(extracted graph or None if the block should stay, predicted cost before, after)."""
     t = time.perf_counter()
     egraph = TensorEGraph(graph, ctx.program)
     report.add_seconds("build_egraph", time.perf_counter() - t)
@@ -156,12 +156,8 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
 
     better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
     if force or better:
-        report.cost_before += before
-        report.cost_after += after
-        return new_graph
-    report.cost_before += before
-    report.cost_after += before
-    return None
+        return new_graph, before, after
+    return None, before, before
 
 
 def _skip_reason(func) -> str | None:
@@ -210,14 +206,15 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
             t = time.perf_counter()
             graph = graph_from_block(block, weights)
             report.add_seconds("convert", time.perf_counter() - t)
-            new_graph = _optimize_block(graph, ctx, report, force)
-            if new_graph is None:
-                continue
-            t = time.perf_counter()
-            blocks[i] = block_from_graph(new_graph)
-            report.add_seconds("rebuild", time.perf_counter() - t)
-            report.blocks += 1
-            changed = True
+            new_graph, before, after = _optimize_block(graph, ctx, report, force)
+            if new_graph is not None:
+                t = time.perf_counter()
+                blocks[i] = block_from_graph(new_graph)
+                report.add_seconds("rebuild", time.perf_counter() - t)
+                report.blocks += 1
+                changed = True
+            report.cost_before += before  # only now: a failed rebuild counts no gain
+            report.cost_after += after if new_graph is not None else before
         except (Unsupported, EGraphError) as err:
             report.skipped.append(f"block {i}: {err}")
             log.info("%s left unchanged: %s", where, err)
@@ -226,7 +223,6 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
             log.warning("%s left unchanged after an internal error", where, exc_info=True)
     report.seconds["total"] = time.perf_counter() - start
     if not changed:
-        report.cost_after = report.cost_before
         return None, report
     report.changed = True
     return _with_blocks(func, blocks), report
