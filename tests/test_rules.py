@@ -158,7 +158,62 @@ def _over_split(act, name):
     return build
 
 
+def _permute_identity(rank):
+    def build(seed, positive):
+        shape = tuple(range(2, 2 + rank))
+        x = tensor("x", shape)
+        axes = list(range(rank)) if positive else list(reversed(range(rank)))
+        return module([x], lambda bb, x: R.nn.relu(bb.emit(R.permute_dims(x, axes)))), [f"permute-identity-{rank}"]
+
+    return build
+
+
+def _permute_compose(rank):
+    def build(seed, positive):
+        rng = _rng(seed)
+        shape = tuple(int(d) for d in rng.integers(2, 5, rank))
+        x = tensor("x", shape)
+        p, q = list(rng.permutation(rank)), list(rng.permutation(rank))
+
+        def body(bb, x):
+            y = bb.emit(R.permute_dims(x, [int(a) for a in p]))
+            if not positive:
+                y = bb.emit(R.nn.relu(y))
+            return R.permute_dims(y, [int(a) for a in q])
+
+        return module([x], body), [f"permute-compose-{rank}"]
+
+    return build
+
+
+def split_of_concat(seed, positive):
+    a, b = tensor("a", (3, 2)), tensor("b", (3, 4))
+
+    def body(bb, a, b):
+        cat = bb.emit(R.concat([a, b], axis=1))
+        parts = bb.emit(R.split(cat, [2 if positive else 3], axis=1))
+        return relax.Tuple([R.nn.relu(relax.TupleGetItem(parts, 0)), R.nn.relu(relax.TupleGetItem(parts, 1))])
+
+    return module([a, b], body), ["split-of-concat"]
+
+
+def concat_of_split(seed, positive):
+    x = tensor("x", (3, 6))
+
+    def body(bb, x):
+        parts = bb.emit(R.split(x, [2], axis=1))
+        first, second = relax.TupleGetItem(parts, 0), relax.TupleGetItem(parts, 1)
+        pieces = [first, second] if positive else [second, first]
+        return R.nn.relu(bb.emit(R.concat(pieces, axis=1)))
+
+    return module([x], body), ["concat-of-split"]
+
+
 BUILDERS = {
+    **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
+    **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
+    "split-of-concat": split_of_concat,
+    "concat-of-split": concat_of_split,
     "relu-idempotent": relu_idempotent,
     "reshape-identity": reshape_identity,
     "reshape-chain": reshape_chain,
