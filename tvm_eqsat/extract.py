@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from .egraph import ENode, Snapshot
-from .graph import Node, TensorGraph, Unsupported
+from .graph import Node, TensorGraph, Unsupported, topological_order
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -127,27 +127,10 @@ def greedy_dag(snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> dict[in
 
 def _choice_cost(snap: Snapshot, choice: dict[int, ENode], roots: list[int], node_cost: NodeCost) -> float:
     """DAG cost of a choice from the roots; inf if it is cyclic or incomplete."""
-    order: list[int] = []
-    state: dict[int, int] = {}
-    for root in roots:
-        stack = [(root, False)]
-        while stack:
-            c, done = stack.pop()
-            if done:
-                state[c] = 2
-                order.append(c)
-                continue
-            if state.get(c) == 2:
-                continue
-            if state.get(c) == 1 or c not in choice:
-                return math.inf
-            state[c] = 1
-            stack.append((c, True))
-            for child in choice[c].children:
-                if state.get(child) == 1:
-                    return math.inf
-                if state.get(child) != 2:
-                    stack.append((child, False))
+    try:
+        order = topological_order(roots, lambda c: choice[c].children)
+    except Unsupported:
+        return math.inf
     return sum(node_cost(c, choice[c]) for c in order)
 
 
@@ -247,40 +230,17 @@ def extract(
     return choice
 
 
-def choice_to_graph(
-    snap: Snapshot, choice: dict[int, ENode], original: TensorGraph
-) -> TensorGraph:
+def choice_to_graph(snap: Snapshot, choice: dict[int, ENode], original: TensorGraph) -> TensorGraph:
     """The chosen terms for the original outputs as a TensorGraph (cycle-checked)."""
+    roots = [snap.root_of[nid] for _, nid in original.outputs]
     nodes: list[Node] = []
     made: dict[int, int] = {}
-    on_stack: set[int] = set()
-
-    def build(cls: int) -> int:
-        stack = [(cls, False)]
-        while stack:
-            c, expanded = stack.pop()
-            if c in made:
-                continue
-            node = choice[c]
-            if not expanded:
-                if c in on_stack:
-                    raise Unsupported("extracted term is cyclic")
-                on_stack.add(c)
-                stack.append((c, True))
-                for child in reversed(node.children):  # first child is emitted first
-                    if child not in made:
-                        if child in on_stack:
-                            raise Unsupported("extracted term is cyclic")
-                        stack.append((child, False))
-                continue
-            on_stack.discard(c)
-            inputs = tuple(made[k] for k in node.children)
-            nodes.append(Node(node.op, node.attrs, inputs, snap.ty[c], snap.is_const[c]))
-            made[c] = len(nodes) - 1
-        return made[cls]
-
-    outputs = [(var, build(snap.root_of[nid])) for var, nid in original.outputs]
-    return original.with_nodes(nodes, outputs)
+    for c in topological_order(roots, lambda c: choice[c].children):
+        node = choice[c]
+        inputs = tuple(made[k] for k in node.children)
+        nodes.append(Node(node.op, node.attrs, inputs, snap.ty[c], snap.is_const[c]))
+        made[c] = len(nodes) - 1
+    return original.with_nodes(nodes, [(var, made[snap.root_of[nid]]) for var, nid in original.outputs])
 
 
 def dag_cost(graph: TensorGraph, cost_model) -> float:

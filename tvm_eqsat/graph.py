@@ -92,29 +92,7 @@ class TensorGraph:
 
     def reachable(self) -> list[int]:
         """Node ids reachable from the outputs, children before parents."""
-        order: list[int] = []
-        state: dict[int, int] = {}
-        for _, root in self.outputs:
-            stack = [(root, False)]
-            while stack:
-                nid, done = stack.pop()
-                if done:
-                    if state[nid] == 1:
-                        state[nid] = 2
-                        order.append(nid)
-                    continue
-                if state.get(nid) == 2:
-                    continue
-                if state.get(nid) == 1:
-                    raise Unsupported("cycle in graph")
-                state[nid] = 1
-                stack.append((nid, True))
-                for child in self.nodes[nid].inputs:
-                    if state.get(child) != 2:
-                        if state.get(child) == 1:
-                            raise Unsupported("cycle in graph")
-                        stack.append((child, False))
-        return order
+        return topological_order([r for _, r in self.outputs], lambda nid: self.nodes[nid].inputs)
 
     def signature(self) -> tuple:
         """A canonical structural form, equal for graphs computing the same terms."""
@@ -135,6 +113,39 @@ class TensorGraph:
                 name = "Opaque:" + _expr_name(self.opaques[n.attrs[0]].template)
             counts[name] = counts.get(name, 0) + 1
         return counts
+
+
+def topological_order(roots: Iterable[int], children) -> list[int]:
+    """Everything reachable from ``roots``, children before parents (first child first).
+
+    Raises Unsupported on a cycle or on a missing entry (``children`` raising KeyError).
+    """
+    order: list[int] = []
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            item, expanded = stack.pop()
+            if expanded:
+                state[item] = 2
+                order.append(item)
+                continue
+            if state.get(item) == 2:
+                continue
+            if state.get(item) == 1:
+                raise Unsupported("cycle in graph")
+            state[item] = 1
+            stack.append((item, True))
+            try:
+                kids = children(item)
+            except KeyError as err:
+                raise Unsupported(f"no choice for {err}") from err
+            for child in reversed(kids):
+                if state.get(child) == 1:
+                    raise Unsupported("cycle in graph")
+                if state.get(child) != 2:
+                    stack.append((child, False))
+    return order
 
 
 # ---------------------------------------------------------------- types
