@@ -67,8 +67,11 @@ def _arg_sorts(name: str) -> list[str]:
 def _shape_rules() -> list[str]:
     """Shape and dtype inference for the ops that rewrites create."""
     rules = []
+    shape_from_attr = ("Reshape", "BroadcastTo")  # the output shape is the attribute
     same_as_first = [
-        s.name for s in ops.SPECS if s.kind == ops.ELEMWISE and s.n_inputs == 1 and s.name != "BroadcastTo"
+        s.name
+        for s in ops.SPECS
+        if s.kind == ops.ELEMWISE and s.n_inputs == 1 and s.name not in shape_from_attr
     ]
     for name in same_as_first:
         nattr = len(signatures()[name][1])
@@ -83,7 +86,7 @@ def _shape_rules() -> list[str]:
             rules.append(f"(rule ((= e ({spec.name} x y))) ((binop e x y)) :ruleset analysis)")
     rules.append("(rule ((binop e x y) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)")
     rules.extend(_broadcast_rules())
-    for name in ("Reshape", "BroadcastTo"):
+    for name in shape_from_attr:
         rules.append(f"(rule ((= e ({name} x s))) ((set (shape e) s)) :ruleset analysis)")
         rules.append(f"(rule ((= e ({name} x s)) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)")
     for name in ("Permute", "Squeeze", "ExpandDims"):

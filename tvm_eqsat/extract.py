@@ -96,8 +96,8 @@ def greedy_dag(snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> dict[in
     best: dict[int, float] = {}
     best_set: dict[int, dict[int, float]] = {}
     choice: dict[int, ENode] = {}
+    # start from the leaves; a node with children is queued when one of them improves
     work = [(c, k) for c in classes for k, n in enumerate(snap.classes[c]) if not n.children]
-    work += [(c, k) for c in classes for k, n in enumerate(snap.classes[c]) if n.children]
     queued = set(work)
     while work:
         c, k = work.pop()

@@ -214,7 +214,7 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
                 report.blocks += 1
                 changed = True
             report.cost_before += before  # only now: a failed rebuild counts no gain
-            report.cost_after += after if new_graph is not None else before
+            report.cost_after += after  # equals before when the block stays
         except (Unsupported, EGraphError) as err:
             report.skipped.append(f"block {i}: {err}")
             log.info("%s left unchanged: %s", where, err)
