@@ -1,7 +1,9 @@
 """Node costs: predicted latency (microseconds) of a node as TVM's fused build runs it.
 
-Until the learned per-target model lands, an analytic roofline serves: a kernel
-costs a launch plus max(FLOPs / peak, bytes / bandwidth).  It follows how TVM
+Two models: the learned one (``xgb``: XGBoost trained on kernels TVM compiled
+and timed, see ``xgb_model``) for kernel nodes, and an analytic roofline (a
+kernel costs a launch plus max(FLOPs / peak, bytes / bandwidth)) for the rest
+and for targets without a trained model.  Both follow how TVM
 builds the graph: values computed only from constants/weights are folded at
 compile time (zero), reshape-like views are nearly free, and element-wise ops
 that FuseOps folds into their producer pay only a small epilogue share.
@@ -11,9 +13,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 from . import ops
+from .features import KERNEL_OPS, featurize, flops
+from .paths import data_dir
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
 
 log = logging.getLogger("tvm_eqsat")
@@ -37,39 +42,12 @@ MACHINES = {
 }
 
 
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def _bytes(ty: Ty | None) -> int:
     if isinstance(ty, TensorTy):
         return ty.nbytes
     if isinstance(ty, tuple):
         return sum(_bytes(t) for t in ty)
     return 0
-
-
-def flops(op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None) -> float:
-    """Arithmetic work of one node (multiply-adds count two)."""
-    out = out_ty if isinstance(out_ty, TensorTy) else None
-    first = in_tys[0] if in_tys and isinstance(in_tys[0], TensorTy) else None
-    if op == "Matmul" and out is not None and first is not None:
-        return 2.0 * out.numel * first.shape[-1]
-    if op == "Conv2d" and out is not None and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
-        weight = in_tys[1]
-        kernel_layout = attrs[5]
-        out_channels = weight.shape[kernel_layout.index("O")] if "O" in kernel_layout else 1
-        return 2.0 * out.numel * weight.numel / max(out_channels, 1)
-    if op in ("MaxPool2d", "AvgPool2d") and out is not None:
-        return float(out.numel * _numel(attrs[0]))
-    if op in ("LayerNorm", "BatchNorm", "Softmax", "Mean") and first is not None:
-        return 5.0 * first.numel
-    if out is not None:
-        return float(out.numel)
-    return 0.0
 
 
 class RooflineCostModel:
@@ -100,11 +78,72 @@ class RooflineCostModel:
         return EPSILON_US + m.launch_us + max(compute_us, mem_us)
 
 
-def make_cost_model(spec: str, target_kind: str) -> RooflineCostModel:
-    """The cost model named by the pass option ``cost_model``."""
+class LearnedCostModel:
+    """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels;
+    everything else (element-wise epilogues, views, constants, opaque calls) as the
+    roofline costs it.  Predictions are memoised; ``prepare`` batches them."""
+
+    name = "xgb"
+
+    def __init__(self, kernel_model, target_kind: str) -> None:
+        self.kernels = kernel_model
+        self.fallback = RooflineCostModel(target_kind)
+        self._memo: dict[tuple, float] = {}
+
+    def _is_kernel(self, op: str, in_tys, out_ty, is_const: bool) -> bool:
+        return (
+            not is_const
+            and op in KERNEL_OPS
+            and out_ty is not None
+            and all(isinstance(t, TensorTy) for t in in_tys)
+        )
+
+    def prepare(self, items: Sequence[tuple]) -> None:
+        """Predict many ``node_cost`` argument tuples in one call, filling the memo."""
+        todo = {}
+        for op, attrs, in_tys, out_ty, is_const in items:
+            key = (op, attrs, tuple(in_tys), out_ty)
+            if key not in self._memo and key not in todo and self._is_kernel(op, in_tys, out_ty, is_const):
+                todo[key] = (op, attrs, in_tys, out_ty, ())
+        if todo:
+            costs = self.kernels.predict_us(featurize(list(todo.values())))
+            self._memo.update(zip(todo, (float(c) for c in costs)))
+
+    def node_cost(
+        self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool
+    ) -> float:
+        if not self._is_kernel(op, in_tys, out_ty, is_const):
+            return self.fallback.node_cost(op, attrs, in_tys, out_ty, is_const)
+        key = (op, attrs, tuple(in_tys), out_ty)
+        if key not in self._memo:
+            self.prepare([(op, attrs, in_tys, out_ty, is_const)])
+        return EPSILON_US + self._memo[key]
+
+
+COST_MODELS = ("xgb", "roofline")
+_warned: set[str] = set()
+
+
+def make_cost_model(spec: str, target_kind: str):
+    """The cost model named by the pass option ``cost_model``: ``"roofline"``,
+    ``"xgb"`` (the model shipped for the target; the roofline if there is none,
+    logged once), or a path to a directory holding model.json + metadata.json."""
+    from .xgb_model import KernelModel
+
     if spec == "roofline":
         return RooflineCostModel(target_kind)
-    raise ValueError(
-        f"cost_model={spec!r} is not available; available: 'roofline' "
-        "(the learned XGBoost model is not shipped yet)"
-    )
+    if spec == "xgb":
+        try:
+            directory = data_dir("cost_models") / target_kind
+        except FileNotFoundError:
+            directory = None
+        if directory is None or not (directory / "model.json").is_file():
+            if target_kind not in _warned:
+                _warned.add(target_kind)
+                log.warning("no learned cost model shipped for %s; using the roofline", target_kind)
+            return RooflineCostModel(target_kind)
+        return LearnedCostModel(KernelModel.load(directory), target_kind)
+    path = Path(spec)
+    if path.is_dir() and (path / "model.json").is_file():
+        return LearnedCostModel(KernelModel.load(path), target_kind)
+    raise ValueError(f"cost_model={spec!r}: expected one of {COST_MODELS} or a directory with model.json")

@@ -32,6 +32,7 @@ class FunctionReport:
 class Report:
     target: str
     options: dict
+    cost_model: str = ""  # the model actually used ("xgb" falls back to "roofline" without a shipped model)
     functions: dict[str, FunctionReport] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -39,6 +40,7 @@ class Report:
         return {
             "target": self.target,
             "options": dict(self.options),
+            "cost_model": self.cost_model,
             "seconds": self.seconds,
             "functions": {k: asdict(v) for k, v in self.functions.items()},
         }

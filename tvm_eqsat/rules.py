@@ -9,10 +9,11 @@ names and adds the ``:ruleset`` clause, so rule files stay free of plumbing.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
+
+from .paths import data_dir
 
 RULE_FORMS = ("rewrite", "birewrite", "rule")
 _NAME = re.compile(r':name\s+"([^"]+)"')
@@ -20,12 +21,7 @@ _NAME = re.compile(r':name\s+"([^"]+)"')
 
 def rules_dir() -> Path:
     """The shipped ``rules/`` folder (beside the package, editable or installed)."""
-    here = Path(__file__).resolve().parent
-    installed = Path(sys.prefix) / "share" / "tvm_eqsat" / "rules"  # a non-editable install
-    for candidate in (here.parent / "rules", installed):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("tvm_eqsat rules/ folder not found next to the package")
+    return data_dir("rules")
 
 
 @dataclass(frozen=True)

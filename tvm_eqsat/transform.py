@@ -64,7 +64,10 @@ def make_options(**options: Any) -> Options:
         raise ValueError(f"search={opts.search!r} is not available; available: {SEARCHES}")
     if opts.extractor not in EXTRACTORS:
         raise ValueError(f"extractor={opts.extractor!r} is not available; available: {EXTRACTORS}")
-    cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for an unknown model
+    if not isinstance(opts.cost_model, str):
+        raise ValueError(f"cost_model must be a name or a directory path, got {opts.cost_model!r}")
+    if opts.cost_model not in cost_mod.COST_MODELS:
+        cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for a path without a model
     for name in ("node_limit", "iter_limit", "seed"):
         value = getattr(opts, name)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -148,6 +151,12 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     report.enodes += snap.n_nodes
     report.eclasses += len(snap.classes)
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
+    if hasattr(ctx.cost, "prepare"):  # one batched prediction for every e-node
+        ctx.cost.prepare([
+            (n.op, n.attrs, [snap.ty[k] for k in n.children], snap.ty[c], snap.is_const[c])
+            for c, nodes in enumerate(snap.classes)
+            for n in nodes
+        ])
     budget = max(1.0, ctx.deadline - time.monotonic())  # the ILP may use what growth left
     choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
@@ -254,7 +263,7 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
         cost_mod.make_cost_model(opts.cost_model, target.kind.name),
         time.monotonic() + opts.time_limit_s,
     )
-    report = Report(str(target), opts.to_dict())
+    report = Report(str(target), opts.to_dict(), ctx.cost.name)
     new_mod = mod.clone()
     for gv, func in list(mod.functions.items()):
         name = gv.name_hint

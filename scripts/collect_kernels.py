@@ -1,0 +1,203 @@
+"""Collect the kernel dataset the learned cost model trains on.
+
+Workloads: every kernel (op + the element-wise epilogue FuseOps fuses into it)
+of the benchmark models' imports, every kernel the rewrite rules create from
+them (found in the saturated e-graphs: merged matmuls/convs, ...), and random
+shape variants around them.  Each is built with the target's deployment flow
+(``tuned``: MetaSchedule with --trials candidates; ``default``: stock pipeline,
+dlight on CUDA) and timed with ``time_evaluator``.  Rows are appended to the
+CSV as they are measured, so an interrupted run resumes where it stopped.
+
+    python scripts/collect_kernels.py --target llvm --trials 16 --models bert-base resnet50
+    python scripts/collect_kernels.py --target cuda --flow default --out $OUT/dataset.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import logging
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+from tvm_eqsat import models
+from tvm_eqsat.egraph import TensorEGraph
+from tvm_eqsat.graph import TensorTy, Unsupported, graph_from_block, ty_of
+from tvm_eqsat.measure import kernel_workloads, measure, workload_module
+from tvm_eqsat.workload import Workload
+from tvm_eqsat import ops
+from tvm_eqsat.rules import load_library
+from tvm_eqsat.search import saturate
+
+FIELDS = ["target", "flow", "trials", "model", "source", "op", "key", "out_ty", "median_us", "p10_us", "p90_us", "seconds"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def model_blocks(mod):
+    """(graph, weights-aware) for every dataflow block of every Relax function."""
+    from tvm import relax
+
+    for _, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
+            continue
+        for block in func.body.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                try:
+                    yield graph_from_block(block)
+                except Unsupported:
+                    continue
+
+
+def rewrite_workloads(graph, node_limit: int = 20000) -> list[Workload]:
+    """Kernel e-nodes of the saturated e-graph (what extraction may pick), no epilogue."""
+    library = load_library()
+    egraph = TensorEGraph(graph, library.program())
+    saturate(egraph, library.families, node_limit=node_limit, iter_limit=30, deadline=time.monotonic() + 120)
+    snap = egraph.snapshot()
+    out = []
+    for cls, nodes in enumerate(snap.classes):
+        if snap.is_const[cls]:
+            continue
+        for node in nodes:
+            spec = ops.BY_NAME.get(node.op)
+            in_tys = tuple(snap.ty[c] for c in node.children)
+            if spec is None or spec.kind != ops.KERNEL or not all(isinstance(t, TensorTy) for t in in_tys):
+                continue
+            out.append(Workload(node.op, node.attrs, in_tys))
+    return out
+
+
+def _scaled(ty: TensorTy, axis: int, factor: float) -> TensorTy:
+    shape = list(ty.shape)
+    shape[axis] = max(1, int(round(shape[axis] * factor)))
+    return TensorTy(tuple(shape), ty.dtype)
+
+
+def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
+    """Matmuls and convs with one dimension scaled (rows, columns, channels, image size)."""
+    out = []
+    for _ in range(count):
+        factor = rng.choice([0.25, 0.5, 2.0, 3.0])
+        a, b = (w.inputs + (None, None))[:2]
+        if w.op == "Matmul" and a is not None and b is not None and len(b.shape) >= 2:
+            which = rng.choice(["m", "n", "k"])
+            if which == "m" and len(a.shape) >= 2:
+                ins = (_scaled(a, -2, factor), b)
+            elif which == "n":
+                ins = (a, _scaled(b, -1, factor))
+            else:
+                k = max(1, int(round(a.shape[-1] * factor)))
+                ins = (TensorTy(a.shape[:-1] + (k,), a.dtype), TensorTy(b.shape[:-2] + (k,) + b.shape[-1:], b.dtype))
+        elif w.op == "Conv2d" and b is not None and w.attrs[4] == "NCHW" and w.attrs[5] == "OIHW" and w.attrs[3] == 1:
+            if rng.random() < 0.5:
+                ins = (_scaled(_scaled(a, 2, factor), 3, factor), b)
+            else:
+                ins = (a, _scaled(b, 0, factor))
+        else:
+            continue
+        out.append(Workload(w.op, w.attrs, ins, ()))
+    return out
+
+
+def out_ty(w: Workload):
+    """The kernel's own output type, by Relax's inference on the one-kernel module."""
+    func = workload_module(w)["main"]
+    first = func.body.blocks[0].bindings[0].var
+    return ty_of(first.ty)
+
+
+def _ty_json(ty) -> list:
+    if isinstance(ty, TensorTy):
+        return [list(ty.shape), ty.dtype]
+    return [_ty_json(t) for t in ty]
+
+
+def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str, str, Workload]]:
+    """(model, source, workload), deduplicated by workload key in first-seen order."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    out = []
+
+    def add(model: str, source: str, w: Workload) -> None:
+        if w.key() not in seen:
+            seen.add(w.key())
+            out.append((model, source, w))
+
+    for name in tqdm(model_names, desc="importing models", file=sys.stderr):
+        model = models.MODELS[name]()
+        for graph in model_blocks(model.mod):
+            base = kernel_workloads(graph)
+            for w in base:
+                add(name, "model", w)
+            for w in rewrite_workloads(graph):
+                add(name, "rewrite", w)
+            for w in base:
+                for v in variants(w, rng, n_variants):
+                    add(name, "variant", v)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+    p.add_argument("--flow", default=None, choices=["tuned", "default"], help="default: tuned on llvm, default (dlight) on cuda")
+    p.add_argument("--trials", type=int, default=16, help="MetaSchedule candidates per kernel (tuned flow)")
+    p.add_argument("--models", nargs="+", default=["bert-base", "resnet50"])
+    p.add_argument("--variants", type=int, default=1, help="random shape variants per model kernel")
+    p.add_argument("--limit", type=int, default=None, help="measure at most this many new workloads")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="CSV (default cost_models/<target>/dataset.csv)")
+    p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
+    p.add_argument("--repeat", type=int, default=30)
+    args = p.parse_args()
+    flow = args.flow or ("tuned" if args.target == "llvm" else "default")
+    out = Path(args.out or ROOT / "cost_models" / args.target / "dataset.csv")
+    work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+
+    target = {"kind": args.target} if args.target == "llvm" else {"kind": "cuda", "arch": "sm_90"}
+    done = set()
+    if out.exists():
+        with open(out) as f:
+            done = {(r["key"], r["flow"], r["trials"]) for r in csv.DictReader(f)}
+    todo = [
+        item for item in gather(args.models, args.variants, args.seed)
+        if (item[2].key(), flow, str(args.trials)) not in done
+    ]
+    if args.limit is not None:
+        todo = todo[: args.limit]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not out.exists()
+    failures = 0
+    with open(out, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new_file:
+            writer.writeheader()
+        for model, source, w in tqdm(todo, desc=f"measuring ({flow}, {args.trials} trials)", file=sys.stderr):
+            t = time.perf_counter()
+            try:
+                ty = out_ty(w)
+                m = measure(w, target, flow=flow, trials=args.trials, work_dir=work_dir, repeat=args.repeat)
+            except Exception as err:  # a workload TVM cannot build is skipped, not fatal
+                failures += 1
+                logging.warning("skipped %s %s: %s", w.op, [t.shape for t in w.inputs], str(err).splitlines()[0][:200])
+                continue
+            writer.writerow({
+                "target": args.target, "flow": flow, "trials": args.trials, "model": model, "source": source,
+                "op": w.op, "key": w.key(), "out_ty": json.dumps(_ty_json(ty)),
+                "median_us": f"{m.median_us:.3f}", "p10_us": f"{m.p10_us:.3f}", "p90_us": f"{m.p90_us:.3f}",
+                "seconds": f"{time.perf_counter() - t:.1f}",
+            })
+            f.flush()
+    print(f"{len(todo) - failures} measured, {failures} skipped -> {out}")
+
+
+if __name__ == "__main__":
+    main()

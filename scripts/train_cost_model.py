@@ -1,0 +1,185 @@
+"""Train the kernel-latency XGBoost model of a target and write its accuracy report.
+
+Reads the dataset of ``collect_kernels.py``, evaluates held out *by model*
+(train on the kernels of the other models, predict this model's kernels), then
+trains on everything and saves ``cost_models/<target>/model.json``,
+``metadata.json``, ``REPORT.md`` and ``predicted_vs_measured.png``.
+
+    python scripts/train_cost_model.py --target llvm
+    # adapt the shipped model to a new machine with a few hundred fresh measurements
+    python scripts/train_cost_model.py --target llvm --dataset my.csv --finetune-from cost_models/llvm --out my_model
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import platform
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from tvm_eqsat.features import NAMES
+from tvm_eqsat.xgb_model import ROUNDS, KernelModel, load_dataset, sample_features, train
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict:
+    """Rank and error metrics of predicted vs measured latencies."""
+    rel = np.abs(predicted - measured) / measured
+    i, j = np.triu_indices(len(measured), 1)
+    differs = measured[i] != measured[j]
+    pairs = np.sign(measured[i] - measured[j])[differs] == np.sign(predicted[i] - predicted[j])[differs]
+    return {
+        "n": int(len(measured)),
+        "spearman": float(spearmanr(measured, predicted).statistic) if len(measured) > 2 else float("nan"),
+        "pairwise_accuracy": float(pairs.mean()) if pairs.size else float("nan"),
+        "median_rel_error": float(np.median(rel)),
+        "p90_rel_error": float(np.percentile(rel, 90)),
+        "within_10pct": float(np.mean(rel <= 0.10)),
+        "within_20pct": float(np.mean(rel <= 0.20)),
+    }
+
+
+def held_out_by_model(samples, rounds: int) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
+    """Predictions for each model's kernels from a model trained without them."""
+    x = sample_features(samples)
+    y = np.array([s.median_us for s in samples])
+    groups = np.array([s.model for s in samples])
+    pred = np.zeros(len(samples))
+    per_model = {}
+    for model in sorted(set(groups)):
+        test = groups == model
+        booster = train([s for s, t in zip(samples, test) if not t], rounds)
+        pred[test] = KernelModel(booster, {}).predict_us(x[test])
+        per_model[model] = metrics(y[test], pred[test])
+    return y, pred, list(groups), per_model
+
+
+def plot(y, pred, groups, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for model in sorted(set(groups)):
+        sel = np.array(groups) == model
+        ax.scatter(y[sel], pred[sel], s=12, alpha=0.7, label=model)
+    lo, hi = min(y.min(), pred.min()) * 0.8, max(y.max(), pred.max()) * 1.25
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="grey", alpha=0.15, label="+-20%")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (us)", ylabel="predicted (us)", title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def _row(name: str, m: dict) -> str:
+    return (
+        f"| {name} | {m['n']} | {m['spearman']:.3f} | {m['pairwise_accuracy']:.3f} | {m['median_rel_error'] * 100:.1f}% "
+        f"| {m['p90_rel_error'] * 100:.1f}% | {m['within_10pct'] * 100:.0f}% | {m['within_20pct'] * 100:.0f}% |"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+    p.add_argument("--dataset", default=None, help="default cost_models/<target>/dataset.csv")
+    p.add_argument("--out", default=None, help="default cost_models/<target>")
+    p.add_argument("--rounds", type=int, default=ROUNDS)
+    p.add_argument("--finetune-from", default=None, help="continue training this model directory on the dataset")
+    args = p.parse_args()
+    out = Path(args.out or ROOT / "cost_models" / args.target)
+    dataset = Path(args.dataset or ROOT / "cost_models" / args.target / "dataset.csv")
+    samples = load_dataset(dataset)
+    if len(samples) < 10:
+        raise SystemExit(f"{dataset}: {len(samples)} samples; collect more with scripts/collect_kernels.py")
+    flows = _flows(dataset)
+
+    y, pred, groups, per_model = held_out_by_model(samples, args.rounds)
+    overall = metrics(y, pred)
+    base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
+    booster = train(samples, args.rounds if base is None else max(args.rounds // 4, 50), base=base)
+    metadata = {
+        "target": args.target,
+        "features": list(NAMES),
+        "samples": len(samples),
+        "models": sorted(set(groups)),
+        "flows": flows,
+        "dataset": str(dataset.relative_to(ROOT)) if dataset.is_relative_to(ROOT) else str(dataset),
+        "tvm": importlib.metadata.version("apache-tvm"),
+        "xgboost": importlib.metadata.version("xgboost"),
+        "machine": _cpu_name(),
+        "cores": _cores(),
+        "date": datetime.date.today().isoformat(),
+        "finetuned_from": args.finetune_from,
+        "held_out_by_model": overall,
+    }
+    model = KernelModel(booster, metadata)
+    model.save(out)
+    plot(y, pred, groups, out / "predicted_vs_measured.png", f"{args.target}: held out by model")
+
+    lines = [
+        f"# Cost model report: {args.target}",
+        "",
+        f"Produced by `python scripts/train_cost_model.py --target {args.target}` on {metadata['date']} "
+        f"from `{metadata['dataset']}` ({len(samples)} kernels; flows: {', '.join(flows)}; "
+        f"machine: {metadata['machine']}, {metadata['cores']} cores; TVM {metadata['tvm']}).",
+        "",
+        "Held out **by model**: each model's kernels are predicted by a model trained on the other models' kernels only.",
+        "",
+        "| held-out model | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
+        "|---|---|---|---|---|---|---|---|",
+        *(_row(name, m) for name, m in per_model.items()),
+        _row("**all**", overall),
+        "",
+        "Targets (issue): Spearman >= 0.95, >= 90% within 20%.",
+        "",
+        "![predicted vs measured](predicted_vs_measured.png)",
+        "",
+        "Kernels per source: " + ", ".join(f"{k} {v}" for k, v in _count(s.source for s in samples).items()) + ".",
+        "Kernels per op: " + ", ".join(f"{k} {v}" for k, v in _count(s.workload.op for s in samples).items()) + ".",
+        f"Median spread of the measurements ((p90 - p10) / median): {np.median([s.spread for s in samples]) * 100:.1f}%.",
+        "",
+    ]
+    (out / "REPORT.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+def _flows(dataset: Path) -> list[str]:
+    import csv
+
+    with open(dataset) as f:
+        return sorted({f"{r['flow']}" + (f" ({r['trials']} trials)" if r["flow"] == "tuned" else "") for r in csv.DictReader(f)})
+
+
+def _count(values) -> dict:
+    out: dict = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cores() -> int:
+    from tvm_eqsat.tune import available_cores
+
+    return available_cores()
+
+
+if __name__ == "__main__":
+    main()

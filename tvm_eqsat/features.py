@@ -1,0 +1,169 @@
+"""Features of a kernel for the learned cost model: what it is (op kind, layout),
+how big (shapes and their logs), how much work (FLOPs, bytes, intensity), its
+conv/pool geometry, and the element-wise epilogue fused into it.
+
+One fixed-length float vector per kernel; ``featurize`` stacks many of them so
+the model predicts thousands of e-nodes in one call.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from . import ops
+from .graph import TensorTy
+
+# kernels the model knows; anything else is costed by the roofline
+KERNEL_OPS = tuple(s.name for s in ops.BY_NAME.values() if s.kind == ops.KERNEL)
+TRANSCENDENTAL = frozenset({"Gelu", "Silu", "Tanh", "Sigmoid", "Exp", "Erf", "Sqrt", "Rsqrt"})
+_MAX_RANK = 6
+
+NAMES: tuple[str, ...] = (
+    *(f"op_{name}" for name in KERNEL_OPS),
+    "log_flops", "log_bytes_in", "log_bytes_out", "log_intensity", "log_out_numel", "dtype_bytes",
+    "n_inputs", "out_rank",
+    *(f"log_out_d{i}" for i in range(_MAX_RANK)),
+    *(f"log_in0_d{i}" for i in range(_MAX_RANK)),
+    "log_m", "log_n", "log_k", "log_batch",  # matmul view of the op (conv: implicit GEMM)
+    "kh", "kw", "stride", "dilation", "log_groups", "pad", "depthwise", "channels_last",
+    "epi_unary", "epi_binary", "epi_transcendental", "epi_operand_log_numel",
+    "reduce_log_len", "last_axis",
+)
+INDEX = {name: i for i, name in enumerate(NAMES)}
+
+
+def _log(x: float) -> float:
+    return math.log2(max(float(x), 1.0))
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def flops(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> float:
+    """Arithmetic work of one node (multiply-adds count two)."""
+    out = out_ty if isinstance(out_ty, TensorTy) else None
+    first = in_tys[0] if in_tys and isinstance(in_tys[0], TensorTy) else None
+    if op == "Matmul" and out is not None and first is not None:
+        return 2.0 * out.numel * first.shape[-1]
+    if op == "Conv2d" and out is not None and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
+        weight = in_tys[1]
+        kernel_layout = attrs[5]
+        out_channels = weight.shape[kernel_layout.index("O")] if "O" in kernel_layout else 1
+        return 2.0 * out.numel * weight.numel / max(out_channels, 1)
+    if op in ("MaxPool2d", "AvgPool2d") and out is not None:
+        return float(out.numel * _numel(attrs[0]))
+    if op in ("LayerNorm", "BatchNorm", "Softmax", "Mean") and first is not None:
+        return 5.0 * first.numel
+    if out is not None:
+        return float(out.numel)
+    return 0.0
+
+
+def _nbytes(ty) -> int:
+    if isinstance(ty, TensorTy):
+        return ty.nbytes
+    if isinstance(ty, tuple):
+        return sum(_nbytes(t) for t in ty)
+    return 0
+
+
+def _main_out(out_ty):
+    """A tuple-valued kernel (batch_norm) is measured and costed by its first output."""
+    while isinstance(out_ty, tuple) and out_ty:
+        out_ty = out_ty[0]
+    return out_ty if isinstance(out_ty, TensorTy) else None
+
+
+def _gemm_view(op: str, attrs: tuple, in_tys: Sequence, out: TensorTy) -> tuple[float, float, float, float]:
+    """(m, n, k, batch) of the op seen as a matrix product; ones where it is not one."""
+    if op == "Matmul" and len(in_tys) == 2:
+        a, b = in_tys
+        k = a.shape[-1]
+        m = a.shape[-2] if len(a.shape) > 1 else 1
+        n = b.shape[-1] if len(b.shape) > 1 else 1
+        return m, n, k, max(out.numel / max(m * n, 1), 1)
+    if op == "Conv2d" and len(in_tys) == 2:
+        weight = in_tys[1]
+        kl, ol = attrs[5], attrs[6] or attrs[4]
+        o = weight.shape[kl.index("O")]
+        spatial = out.numel / max(out.shape[ol.index("C")], 1)
+        k = weight.numel / max(o, 1)
+        return spatial, o, k, 1
+    return 1, 1, 1, 1
+
+
+def features(op: str, attrs: tuple, in_tys: Sequence, out_ty, epilogue: Sequence = ()) -> np.ndarray:
+    """The feature vector of one kernel; ``epilogue`` holds (op, operand shape or None)."""
+    v = np.zeros(len(NAMES), dtype=np.float32)
+    out = _main_out(out_ty)
+    if out is None:
+        return v
+    tensors = [t for t in in_tys if isinstance(t, TensorTy)]
+    if op in INDEX_OP:
+        v[INDEX_OP[op]] = 1.0
+    work = flops(op, attrs, in_tys, out)
+    bytes_in = sum(t.nbytes for t in tensors)
+    bytes_out = _nbytes(out)
+    v[INDEX["log_flops"]] = _log(work)
+    v[INDEX["log_bytes_in"]] = _log(bytes_in)
+    v[INDEX["log_bytes_out"]] = _log(bytes_out)
+    v[INDEX["log_intensity"]] = math.log2(max(work, 1.0) / max(bytes_in + bytes_out, 1))
+    v[INDEX["log_out_numel"]] = _log(out.numel)
+    v[INDEX["dtype_bytes"]] = out.nbytes / max(out.numel, 1)
+    v[INDEX["n_inputs"]] = len(tensors)
+    v[INDEX["out_rank"]] = len(out.shape)
+    for i, d in enumerate(out.shape[-_MAX_RANK:]):
+        v[INDEX[f"log_out_d{i}"]] = _log(d)
+    if tensors:
+        for i, d in enumerate(tensors[0].shape[-_MAX_RANK:]):
+            v[INDEX[f"log_in0_d{i}"]] = _log(d)
+    m, n, k, batch = _gemm_view(op, attrs, tensors, out)
+    v[INDEX["log_m"]], v[INDEX["log_n"]], v[INDEX["log_k"]], v[INDEX["log_batch"]] = map(_log, (m, n, k, batch))
+    if op == "Conv2d" and len(tensors) == 2:
+        strides, padding, dilation, groups, data_layout, kernel_layout = attrs[:6]
+        w = tensors[1].shape
+        v[INDEX["kh"]], v[INDEX["kw"]] = w[kernel_layout.index("H")], w[kernel_layout.index("W")]
+        v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
+        v[INDEX["log_groups"]] = _log(groups)
+        v[INDEX["pad"]] = sum(padding)
+        channels = tensors[0].shape[data_layout.index("C")]
+        v[INDEX["depthwise"]] = float(groups == channels and groups > 1)
+        v[INDEX["channels_last"]] = float(data_layout.endswith("C"))
+    elif op in ("MaxPool2d", "AvgPool2d"):
+        pool, strides, padding, dilation = attrs[:4]
+        v[INDEX["kh"]], v[INDEX["kw"]] = pool
+        v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
+        v[INDEX["pad"]] = sum(padding)
+        v[INDEX["channels_last"]] = float(attrs[6].endswith("C"))
+    if op in ("Softmax", "LayerNorm", "Mean") and tensors:
+        shape = tensors[0].shape
+        axes = (attrs[0],) if op == "Softmax" else tuple(attrs[0])
+        axes = tuple(a % len(shape) for a in axes) if shape else ()
+        v[INDEX["reduce_log_len"]] = _log(_numel([shape[a] for a in axes]))
+        v[INDEX["last_axis"]] = float(len(shape) - 1 in axes)
+    for e_op, operand in epilogue:
+        if operand is None:
+            v[INDEX["epi_unary"]] += 1
+        else:
+            v[INDEX["epi_binary"]] += 1
+            v[INDEX["epi_operand_log_numel"]] = max(v[INDEX["epi_operand_log_numel"]], _log(_numel(operand)))
+        if e_op in TRANSCENDENTAL:
+            v[INDEX["epi_transcendental"]] += 1
+    return v
+
+
+INDEX_OP = {name: INDEX[f"op_{name}"] for name in KERNEL_OPS}
+
+
+def featurize(items: Sequence[tuple]) -> np.ndarray:
+    """Stack ``features(*item)`` for many items into one (n, len(NAMES)) matrix."""
+    if not items:
+        return np.zeros((0, len(NAMES)), dtype=np.float32)
+    return np.stack([features(*item) for item in items])

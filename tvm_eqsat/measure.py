@@ -1,0 +1,157 @@
+"""Kernel measurement: one op (plus the element-wise epilogue FuseOps fuses into
+it) built as a one-kernel Relax function, scheduled the way deployment does
+(MetaSchedule on CPU, dlight defaults on CUDA), compiled and timed with
+``time_evaluator``, here or on a device behind TVM's RPC tracker.
+
+The cost model trains on these numbers, so a node's cost is the latency of the
+kernel TVM will actually build, not a FLOP count.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from . import ops
+from .graph import TensorTy
+from .workload import Epilogue, Workload
+from .tune import RPCDevice, build, tune, use_all_cores
+
+log = logging.getLogger("tvm_eqsat")
+
+FLOWS = ("tuned", "default")
+
+
+@dataclass
+class Measurement:
+    median_us: float
+    p10_us: float
+    p90_us: float
+    runs: list[float] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- building
+
+
+def workload_module(w: Workload) -> tvm.IRModule:
+    """``main(x0, x1, ..., e0, ...)``: the op on fresh parameters, then its epilogue."""
+    spec = ops.BY_NAME.get(w.op)
+    if spec is None:
+        raise ValueError(f"{w.op!r} is not a native op")
+    params = [relax.Var(f"x{i}", relax.TensorType(list(t.shape), t.dtype)) for i, t in enumerate(w.inputs)]
+    bb = relax.BlockBuilder()
+    extra = []
+    for k, e in enumerate(w.epilogue):
+        if e.operand is not None:
+            extra.append(relax.Var(f"e{k}", relax.TensorType(list(e.operand), w.inputs[0].dtype)))
+    with bb.function("main", params + extra):
+        with bb.dataflow():
+            value = bb.emit(ops.build_call(spec, params, w.attrs))
+            if isinstance(value.ty, relax.TupleType) or type(value.ty).__name__ == "TupleType":
+                value = bb.emit(relax.TupleGetItem(value, 0))
+            operands = iter(extra)
+            for e in w.epilogue:
+                espec = ops.BY_NAME[e.op]
+                args = [value, next(operands)] if e.operand is not None else [value]
+                value = bb.emit(ops.build_call(espec, args, ()))
+            out = bb.emit_output(value)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _random_args(func) -> list[np.ndarray]:
+    from .verify import random_inputs
+
+    return random_inputs(func)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_executable(ex, target: tvm.target.Target, args: Sequence[np.ndarray], *, repeat: int = 30,
+                    min_repeat_ms: int = 20, rpc: RPCDevice | None = None) -> Measurement:
+    """Median and spread of ``main`` over ``repeat`` runs (each at least ``min_repeat_ms``)."""
+    device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
+    if rpc is None:
+        dev = tvm.device(device_type, 0)
+        vm = relax.VirtualMachine(ex, dev)
+    else:
+        session = rpc.connect()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "kernel.so")
+            ex.export_library(path)
+            session.upload(path)
+        dev = session.device(device_type, 0)
+        vm = relax.VirtualMachine(session.load_module("kernel.so"), dev)
+    inputs = [tvm.runtime.tensor(a, dev) for a in args]
+    vm["main"](*inputs)  # warm-up (first-run allocations, page faults)
+    timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    runs = [float(r) * 1e6 for r in timer(*inputs).results]
+    return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
+
+
+def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, work_dir: str | None = None,
+            rpc: RPCDevice | None = None, repeat: int = 30) -> Measurement:
+    """Build ``w`` with the deployment flow and time it.
+
+    ``tuned``: MetaSchedule with ``trials`` candidates, records kept in ``work_dir``
+    (so a kernel is tuned once); ``default``: the target's stock pipeline
+    (untuned loops on llvm, dlight schedules on CUDA).
+    """
+    if flow not in FLOWS:
+        raise ValueError(f"flow must be one of {FLOWS}, got {flow!r}")
+    use_all_cores()
+    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    mod = workload_module(w)
+    if flow == "tuned":
+        if work_dir is None:
+            raise ValueError("flow='tuned' needs a work_dir for the MetaSchedule database")
+        ex = build(mod, tgt, tune(mod, tgt, work_dir, trials, rpc=rpc))
+    else:
+        ex = build(mod, tgt, None)
+    return time_executable(ex, tgt, _random_args(mod["main"]), repeat=repeat, rpc=rpc)
+
+
+# ---------------------------------------------------------------- workloads from graphs
+
+
+def kernel_workloads(graph) -> list[Workload]:
+    """The kernels of a TensorGraph as FuseOps would form them: each KERNEL node with
+    the chain of element-wise single-user consumers that follows it."""
+    users: dict[int, list[int]] = {}
+    for nid in graph.reachable():
+        for i in graph.nodes[nid].inputs:
+            users.setdefault(i, []).append(nid)
+    out = []
+    for nid in graph.reachable():
+        n = graph.nodes[nid]
+        spec = ops.BY_NAME.get(n.op)
+        if spec is None or spec.kind != ops.KERNEL or n.is_const:
+            continue
+        in_tys = tuple(graph.nodes[i].ty for i in n.inputs)
+        if not all(isinstance(t, TensorTy) for t in in_tys):
+            continue
+        epilogue = []
+        cur = nid
+        while len(users.get(cur, ())) == 1:
+            nxt = graph.nodes[users[cur][0]]
+            nspec = ops.BY_NAME.get(nxt.op)
+            if nspec is None or nspec.kind != ops.ELEMWISE or nspec.attrs or nxt.ty != graph.nodes[cur].ty:
+                break
+            if nspec.n_inputs == 2:
+                other = [i for i in nxt.inputs if i != cur]
+                if len(other) != 1 or not isinstance(graph.nodes[other[0]].ty, TensorTy):
+                    break
+                epilogue.append(Epilogue(nxt.op, graph.nodes[other[0]].ty.shape))
+            else:
+                epilogue.append(Epilogue(nxt.op))
+            cur = users[cur][0]
+        out.append(Workload(n.op, n.attrs, in_tys, tuple(epilogue)))
+    return out

@@ -1,0 +1,240 @@
+"""MetaSchedule tuning that works on the pinned wheels, with a database on disk.
+
+The stock ``tune_relax`` fails here in ways that are not about the kernels: the
+default LocalBuilder's worker processes time out on every candidate, and the
+default runner uses the same worker pool.  This module builds and runs the
+candidates in-process (or times them on a remote device through TVM's RPC
+tracker), keeps one JSON database per work directory so nothing is tuned twice,
+and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand.
+
+    db = tune(mod, "llvm", work_dir="ms_db", trials=64)
+    ex = build(mod, "llvm", database=db)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
+from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
+from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+from tvm.ir.utils import derived_object
+
+log = logging.getLogger("tvm_eqsat")
+
+
+def available_cores() -> int:
+    """Physical cores this process may use (affinity-aware), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def use_all_cores() -> int:
+    """Set TVM_NUM_THREADS (TVM uses one thread without it) unless the user did."""
+    if "TVM_NUM_THREADS" not in os.environ:
+        os.environ["TVM_NUM_THREADS"] = str(available_cores())
+    return int(os.environ["TVM_NUM_THREADS"])
+
+
+def tuning_target(target: Any) -> tvm.target.Target:
+    """The target with ``num-cores`` set for CPU (MetaSchedule refuses llvm targets without it)."""
+    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    if tgt.kind.name == "llvm" and "num-cores" not in tgt.attrs:
+        config = dict(tgt.export())
+        config["num-cores"] = available_cores()
+        tgt = tvm.target.Target(config)
+    return tgt
+
+
+@dataclass(frozen=True)
+class RPCDevice:
+    """A device reached through TVM's RPC tracker (``python -m tvm.exec.rpc_tracker``)."""
+
+    tracker_host: str
+    tracker_port: int
+    key: str
+    session_timeout_s: float = 60.0
+
+    def connect(self):
+        tracker = tvm.rpc.connect_tracker(self.tracker_host, self.tracker_port)
+        return tracker.request(self.key, priority=1, session_timeout=int(self.session_timeout_s))
+
+
+# ---------------------------------------------------------------- builder / runner
+
+
+@derived_object
+class InProcessBuilder(PyBuilder):
+    """Compiles each candidate in this process (the worker-pool builder times out here)."""
+
+    def build(self, build_inputs):
+        from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
+
+        results = []
+        for inp in build_inputs:
+            try:
+                results.append(BuilderResult(default_export(default_build(inp.mod, inp.target, None)), None))
+            except Exception as err:  # a candidate that fails to build is a tuning result, not an error
+                results.append(BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}"))
+        return results
+
+
+def _alloc(info, device, fill):
+    """Random floats; zeros for integers, which are often indices (random ones would
+    read out of bounds and crash this process, as ``take`` in fast mode does)."""
+    _, dtype, shape = info
+    arr = tvm.runtime.empty(shape=shape, dtype=dtype, device=device)
+    if "int" in dtype or dtype == "bool":
+        arr.copyfrom(np.zeros(shape, dtype=dtype))
+    else:
+        fill(arr)
+    return arr
+
+
+def _random_fill():
+    return tvm.get_global_func("tvm.contrib.random.random_fill", True)
+
+
+@derived_object
+class InProcessRunner(PyRunner):
+    """Times each candidate with ``time_evaluator``, here or on an RPC device."""
+
+    def __init__(self, evaluator: EvaluatorConfig | None = None, rpc: RPCDevice | None = None) -> None:
+        super().__init__()
+        self.evaluator = EvaluatorConfig._normalized(evaluator or EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40))
+        self.rpc = rpc
+
+    def run(self, runner_inputs):
+        futures = []
+        for inp in runner_inputs:
+            try:
+                futures.append(LocalRunnerFuture(res=self._time(inp), error_message=None))
+            except Exception as err:  # a candidate that fails to run is a tuning result
+                log.debug("candidate failed to run: %s", err)
+                futures.append(LocalRunnerFuture(res=None, error_message=f"InProcessRunner: {type(err).__name__}: {err}"))
+        return futures
+
+    def _time(self, inp) -> list[float]:
+        if self.rpc is None:
+            rt_mod = tvm.runtime.load_module(inp.artifact_path)
+            device = tvm.runtime.device(inp.device_type, 0)
+            fill = _random_fill()
+        else:
+            session = self.rpc.connect()
+            session.upload(inp.artifact_path)
+            rt_mod = session.load_module(os.path.basename(inp.artifact_path))
+            device = session.device(inp.device_type, 0)
+            fill = session.get_function("tvm.contrib.random.random_fill")
+        args = [_alloc(info.as_json(), device, fill) for info in inp.args_info]
+        return [float(c) for c in run_evaluator_common(rt_mod, device, self.evaluator, [args])]
+
+
+# ---------------------------------------------------------------- tuning
+
+
+def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """The fused TIR that the tuned build will schedule (same passes as ``compile_relax``)."""
+    from tvm.relax import pipeline as relax_pipeline
+
+    try:
+        dispatch = relax_pipeline.library_dispatch_passes(target)
+    except (ValueError, AttributeError):
+        dispatch = []
+    seq = tvm.transform.Sequential(
+        [
+            *dispatch,
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FoldConstant(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )
+    with target, tvm.transform.PassContext(opt_level=3):
+        return seq(mod)
+
+
+def open_database(work_dir: str | os.PathLike) -> ms.Database:
+    """The JSON database in ``work_dir`` (created if missing)."""
+    path = Path(work_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return ms.database.JSONDatabase(
+        path_workload=str(path / "database_workload.json"),
+        path_tuning_record=str(path / "database_tuning_record.json"),
+        allow_missing=True,
+    )
+
+
+def _tuned_trials(database: ms.Database, task_mod: tvm.IRModule) -> int:
+    if not database.has_workload(task_mod):
+        return 0
+    return len(database.get_top_k(database.commit_workload(task_mod), 1 << 20))
+
+
+def tune(
+    mod: tvm.IRModule,
+    target: Any,
+    work_dir: str | os.PathLike,
+    trials: int = 64,
+    *,
+    trials_per_iter: int = 16,
+    rpc: RPCDevice | None = None,
+    seed: int = 0,
+) -> ms.Database:
+    """Tune every fused kernel of ``mod`` with ``trials`` candidates each.
+
+    Kernels that already have ``trials`` records in the database are skipped, so
+    re-running with the same budget is free and a larger budget only adds trials.
+    """
+    use_all_cores()
+    target = tuning_target(target)
+    database = open_database(work_dir)
+    fused = fuse_for_tuning(mod, target)
+    tasks = ms.relax_integration.extract_tasks(fused, target)
+    todo = [t for t in tasks if _tuned_trials(database, t.dispatched[0]) < trials]
+    log.info("tuning %d of %d kernels, %d trials each", len(todo), len(tasks), trials)
+    if not todo:
+        return database
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        todo, work_dir=str(work_dir), strategy="evolutionary", num_threads=available_cores(), seed=seed
+    )
+    evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
+    ms.tune_tasks(
+        tasks=contexts,
+        task_weights=weights,
+        work_dir=str(work_dir),
+        max_trials_global=trials * len(todo),
+        max_trials_per_task=trials,
+        num_trials_per_iter=min(trials_per_iter, trials),
+        builder=InProcessBuilder(),
+        runner=InProcessRunner(evaluator, rpc),
+        database=database,
+        measure_callbacks="default",
+        task_scheduler="round-robin",
+    )
+    return database
+
+
+def build(mod: tvm.IRModule, target: Any, database: ms.Database | None = None):
+    """Compile with the tuned kernels of ``database``, or with the stock pipeline if None."""
+    if database is None:
+        tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+        return tvm.compile(mod, target=tgt, relax_pipeline=relax.get_default_pipeline(tgt))
+    target = tuning_target(target)
+    return ms.relax_integration.compile_relax(database, mod, target, params=None)
+
+
+def scratch_dir(prefix: str = "tvm_eqsat_tune_") -> str:
+    return tempfile.mkdtemp(prefix=prefix)
