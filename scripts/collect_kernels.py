@@ -29,7 +29,7 @@ from tqdm import tqdm
 from tvm_eqsat import models
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy, Unsupported, graph_from_block, ty_of
-from tvm_eqsat.measure import kernel_workloads, measure, workload_module
+from tvm_eqsat.measure import build_workload, kernel_workloads, measure, nvcc_compile, workload_module
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
@@ -143,6 +143,20 @@ def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str
     return out
 
 
+def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
+    items = gather(args.models, args.variants, args.seed)[: args.limit]
+    failures = 0
+    for _, _, w in tqdm(items, desc=f"compiling for {target['kind']}", file=sys.stderr):
+        try:
+            ex = build_workload(w, target, flow=flow, trials=args.trials, work_dir=work_dir)
+            if target["kind"] == "cuda":
+                nvcc_compile(ex, target)
+        except Exception as err:
+            failures += 1
+            logging.warning("%s %s does not build: %s", w.op, [t.shape for t in w.inputs], str(err).splitlines()[0][:200])
+    print(f"{len(items) - failures} of {len(items)} workloads compile for {target}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
@@ -155,6 +169,12 @@ def main() -> None:
     p.add_argument("--out", default=None, help="CSV (default cost_models/<target>/dataset.csv)")
     p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--retime", action="store_true",
+                   help="time every kernel already in the CSV again (tuning is cached) and append the new rows; "
+                        "the last row of a kernel wins. Use on a quiet machine.")
+    p.add_argument("--dry-run", action="store_true",
+                   help="compile every workload for the target without timing (checks a GPU-less CUDA setup)")
+    p.add_argument("--arch", default="sm_90", help="CUDA architecture")
     args = p.parse_args()
     flow = args.flow or ("tuned" if args.target == "llvm" else "default")
     out = Path(args.out or ROOT / "cost_models" / args.target / "dataset.csv")
@@ -162,15 +182,22 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
 
-    target = {"kind": args.target} if args.target == "llvm" else {"kind": "cuda", "arch": "sm_90"}
-    done = set()
+    target = {"kind": args.target} if args.target == "llvm" else {"kind": "cuda", "arch": args.arch}
+    if args.dry_run:
+        return dry_run(args, flow, target, work_dir)
+    rows = []
     if out.exists():
         with open(out) as f:
-            done = {(r["key"], r["flow"], r["trials"]) for r in csv.DictReader(f)}
-    todo = [
-        item for item in gather(args.models, args.variants, args.seed)
-        if (item[2].key(), flow, str(args.trials)) not in done
-    ]
+            rows = list(csv.DictReader(f))
+    if args.retime:
+        latest = {r["key"]: r for r in rows if r["flow"] == flow and r["trials"] == str(args.trials)}
+        todo = [(r["model"], r["source"], Workload.from_json(json.loads(r["key"]))) for r in latest.values()]
+    else:
+        done = {(r["key"], r["flow"], r["trials"]) for r in rows}
+        todo = [
+            item for item in gather(args.models, args.variants, args.seed)
+            if (item[2].key(), flow, str(args.trials)) not in done
+        ]
     if args.limit is not None:
         todo = todo[: args.limit]
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@ kernel beats the untuned build, and timing works locally and through TVM's RPC t
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
@@ -69,6 +70,15 @@ def test_default_flow_measures_a_kernel():
     m = measure.measure(MATMUL, "llvm", flow="default", repeat=5)
     assert 0 < m.p10_us <= m.median_us <= m.p90_us
     assert len(m.runs) == 5
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (no GPU needed)")
+def test_cuda_kernels_generate_and_compile_with_nvcc():
+    """The CUDA default flow (dlight schedules) produces CUDA that nvcc accepts."""
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
+    for w in (MATMUL, CONV):
+        ex = measure.build_workload(w, target, flow="default")
+        assert measure.nvcc_compile(ex, target) > 0
 
 
 def test_bad_flow_and_missing_work_dir_are_clear_errors():

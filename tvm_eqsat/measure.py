@@ -97,26 +97,49 @@ def time_executable(ex, target: tvm.target.Target, args: Sequence[np.ndarray], *
     return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
 
 
-def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, work_dir: str | None = None,
-            rpc: RPCDevice | None = None, repeat: int = 30) -> Measurement:
-    """Build ``w`` with the deployment flow and time it.
-
-    ``tuned``: MetaSchedule with ``trials`` candidates, records kept in ``work_dir``
-    (so a kernel is tuned once); ``default``: the target's stock pipeline
-    (untuned loops on llvm, dlight schedules on CUDA).
-    """
+def build_workload(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, work_dir: str | None = None,
+                   rpc: RPCDevice | None = None):
+    """``w`` compiled by the deployment flow: ``tuned`` is MetaSchedule with ``trials``
+    candidates, records kept in ``work_dir`` (so a kernel is tuned once); ``default``
+    is the target's stock pipeline (untuned loops on llvm, dlight schedules on CUDA)."""
     if flow not in FLOWS:
         raise ValueError(f"flow must be one of {FLOWS}, got {flow!r}")
-    use_all_cores()
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     mod = workload_module(w)
     if flow == "tuned":
         if work_dir is None:
             raise ValueError("flow='tuned' needs a work_dir for the MetaSchedule database")
-        ex = build(mod, tgt, tune(mod, tgt, work_dir, trials, rpc=rpc))
-    else:
-        ex = build(mod, tgt, None)
-    return time_executable(ex, tgt, _random_args(mod["main"]), repeat=repeat, rpc=rpc)
+        return build(mod, tgt, tune(mod, tgt, work_dir, trials, rpc=rpc))
+    return build(mod, tgt, None)
+
+
+def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, work_dir: str | None = None,
+            rpc: RPCDevice | None = None, repeat: int = 30) -> Measurement:
+    """Build ``w`` with the deployment flow (see ``build_workload``) and time it."""
+    use_all_cores()
+    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    ex = build_workload(w, tgt, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc)
+    return time_executable(ex, tgt, _random_args(workload_module(w)["main"]), repeat=repeat, rpc=rpc)
+
+
+def nvcc_compile(ex, target: Any) -> int:
+    """Compile the CUDA source of an executable with nvcc (no GPU needed); bytes of fatbin.
+
+    TVM keeps generated CUDA as source until it is loaded on a GPU, so this is the
+    check that a GPU-less machine can make that the kernels are valid CUDA."""
+    from tvm.support import nvcc
+
+    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    arch = str(tgt.attrs.get("arch", "sm_90"))
+    total = 0
+    stack = list(ex.mod.imports)
+    while stack:
+        m = stack.pop()
+        stack.extend(m.imports)
+        if m.kind == "cuda":
+            with tgt:
+                total += len(nvcc.compile_cuda(m.inspect_source("cuda"), target_format="fatbin", arch=arch, compiler="nvcc"))
+    return total
 
 
 # ---------------------------------------------------------------- workloads from graphs

@@ -231,7 +231,8 @@ def build(mod: tvm.IRModule, target: Any, database: ms.Database | None = None):
     """Compile with the tuned kernels of ``database``, or with the stock pipeline if None."""
     if database is None:
         tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
-        return tvm.compile(mod, target=tgt, relax_pipeline=relax.get_default_pipeline(tgt))
+        with tgt:  # the CUDA compile callback reads the architecture from the current target
+            return tvm.compile(mod, target=tgt, relax_pipeline=relax.get_default_pipeline(tgt))
     target = tuning_target(target)
     return ms.relax_integration.compile_relax(database, mod, target, params=None)
 

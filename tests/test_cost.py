@@ -1,0 +1,133 @@
+"""Kernel features and the learned cost model: training, saving, loading, fallbacks."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from tvm import relax
+
+import tvm_eqsat
+from tvm_eqsat import cost, features
+from tvm_eqsat.graph import TensorTy
+from tvm_eqsat.workload import Workload
+from tvm_eqsat.xgb_model import KernelModel, Sample, train
+
+from helpers import assert_close, module, tensor
+
+F32 = "float32"
+CONV_ATTRS = ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", F32)
+
+
+def _matmul(m: int, k: int, n: int):
+    return ("Matmul", (F32,), (TensorTy((m, k), F32), TensorTy((k, n), F32)), TensorTy((m, n), F32))
+
+
+def test_feature_vector_describes_the_kernel():
+    op, attrs, ins, out = _matmul(64, 128, 32)
+    v = features.features(op, attrs, ins, out, [("Add", (32,)), ("Relu", None)])
+    assert v.shape == (len(features.NAMES),)
+    f = dict(zip(features.NAMES, v))
+    assert f["op_Matmul"] == 1 and f["op_Conv2d"] == 0
+    assert f["log_flops"] == pytest.approx(np.log2(2 * 64 * 128 * 32))
+    assert (f["log_m"], f["log_n"], f["log_k"]) == (6, 5, 7)
+    assert (f["epi_unary"], f["epi_binary"]) == (1, 1)
+    dw_attrs = ((1, 1), (1, 1, 1, 1), (1, 1), 16, "NCHW", "OIHW", "NCHW", F32)
+    conv = features.features(
+        "Conv2d", dw_attrs, (TensorTy((1, 16, 8, 8), F32), TensorTy((16, 1, 3, 3), F32)), TensorTy((1, 16, 8, 8), F32)
+    )
+    g = dict(zip(features.NAMES, conv))
+    assert g["depthwise"] == 1 and g["kh"] == 3 and g["log_groups"] == 4
+
+
+def test_featurize_stacks_rows():
+    items = [_matmul(8 * i, 16, 16) + ((),) for i in range(1, 6)]
+    x = features.featurize(items)
+    assert x.shape == (5, len(features.NAMES))
+    assert np.all(np.diff(x[:, features.INDEX["log_flops"]]) > 0)
+
+
+def _synthetic_samples(rng) -> list[Sample]:
+    """Latency = launch + work / rate: enough structure for a model to learn the order."""
+    out = []
+    for i in range(120):
+        m, k, n = (int(2 ** rng.integers(3, 10)) for _ in range(3))
+        op, attrs, ins, ty = _matmul(m, k, n)
+        us = 2.0 + 2.0 * m * k * n / 5e4
+        out.append(Sample(f"model{i % 3}", "model", Workload(op, attrs, ins), ty, us, 0.05))
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained_dir(tmp_path_factory):
+    samples = _synthetic_samples(np.random.default_rng(0))
+    model = KernelModel(train(samples, rounds=200), {"features": list(features.NAMES), "target": "llvm"})
+    directory = tmp_path_factory.mktemp("model")
+    model.save(directory)
+    return directory
+
+
+def test_trained_model_ranks_kernels_and_round_trips(trained_dir):
+    model = KernelModel.load(trained_dir)
+    small, big = _matmul(16, 16, 16), _matmul(256, 256, 256)
+    x = features.featurize([small + ((),), big + ((),)])
+    pred = model.predict_us(x)
+    assert pred[0] < pred[1]
+    assert pred[1] == pytest.approx(2.0 + 2.0 * 256**3 / 5e4, rel=0.3)
+
+
+def test_learned_model_costs_kernels_and_falls_back_for_the_rest(trained_dir):
+    model = cost.make_cost_model(str(trained_dir), "llvm")
+    assert isinstance(model, cost.LearnedCostModel)
+    op, attrs, ins, out = _matmul(128, 128, 128)
+    c = model.node_cost(op, attrs, ins, out, False)
+    model.prepare([(op, attrs, ins, out, False)])
+    assert model.node_cost(op, attrs, ins, out, False) == c > 1.0
+    assert model.node_cost(op, attrs, ins, out, True) == cost.EPSILON_US  # folded at compile time
+    relu = ("Relu", (), (out,), out, False)
+    assert model.node_cost(*relu) == cost.RooflineCostModel("llvm").node_cost(*relu)
+
+
+def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):
+    monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
+    monkeypatch.setattr(cost, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        a = cost.make_cost_model("xgb", "cuda")
+        b = cost.make_cost_model("xgb", "cuda")
+    assert isinstance(a, cost.RooflineCostModel) and isinstance(b, cost.RooflineCostModel)
+    assert sum("no learned cost model" in r.message for r in caplog.records) == 1
+
+
+def test_bad_cost_model_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="cost_model"):
+        tvm_eqsat.make_options(cost_model=str(tmp_path / "nothing"))
+    with pytest.raises(ValueError, match="cost_model"):
+        tvm_eqsat.make_options(cost_model=3)
+
+
+def test_model_trained_on_other_features_is_refused(trained_dir, tmp_path):
+    import json
+    import shutil
+
+    shutil.copy(trained_dir / "model.json", tmp_path / "model.json")
+    meta = json.loads((trained_dir / "metadata.json").read_text())
+    meta["features"] = meta["features"][:-1]
+    (tmp_path / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="other features"):
+        KernelModel.load(tmp_path)
+
+
+def test_pass_with_learned_model_keeps_numerics(trained_dir):
+    """Three matmuls sharing an input: whatever the learned costs pick, the result is equal."""
+    x, w = tensor("x", (32, 64)), [tensor(f"w{i}", (64, 64)) for i in range(3)]
+
+    def body(bb, x, *ws):
+        ys = [bb.emit(relax.op.matmul(x, wi)) for wi in ws]
+        return bb.emit(relax.op.add(relax.op.add(ys[0], ys[1]), ys[2]))
+
+    mod = module([x, *w], body)
+    new, report = tvm_eqsat.optimize(mod, "llvm", cost_model=str(trained_dir))
+    assert report.cost_model == "xgb"
+    assert report.functions["main"].cost_before > 0
+    assert_close(mod, new)
