@@ -1,11 +1,22 @@
 """Extraction benchmark: each extractor on the saturated e-graphs of the models.
 
 For every model: grow the e-graph of each dataflow block with all rule families
-(saturation, default limits), then time each extractor on the same snapshot and
-record the DAG cost of its answer (roofline costs, llvm).  Writes
-``benchmarks/results/extract-llvm.csv`` and a JSON sidecar with the machine and versions.
+(saturation), then run each extractor on the same snapshot and record its time
+and the DAG cost of its answer (roofline costs, llvm).  Node costs are computed
+once per e-graph (``cost_s``) and looked up by every extractor, so ``extract_s``
+is the extractor's own time (median of ``--repeat`` runs for the heuristics, one
+run for the ILPs).  Writes ``benchmarks/results/extract-llvm.csv`` and a JSON
+sidecar with the machine and versions.
 
-    python scripts/bench_extract.py --models bert-small resnet-block bert-base resnet50
+Models (``kind`` column): ``real`` ones are PyTorch models imported through
+Relax and grown with our rules; ``synthetic`` ones are e-graphs generated here,
+without egglog, to reach sizes our rules do not grow real models to (many
+parallel-matmul groups, every merge of each group, merged bias adds, commuted
+twins).  The ILP rows: ``ilp`` (shrunk, warm-started, HiGHS default gap),
+``ilp_1pct`` (the same, stopping within 1% of the bound) and ``ilp_noshrink``
+(no problem shrinking, for comparison; same warm start).
+
+    python scripts/bench_extract.py
 """
 
 from __future__ import annotations
@@ -13,32 +24,111 @@ from __future__ import annotations
 import argparse
 import csv
 import importlib.metadata
+import itertools
 import json
 import os
 import platform
+import random
+import statistics
+import sys
 import time
 
 import tvm
-from tvm import relax
 from tqdm import tqdm
 
 from tvm_eqsat import models
 from tvm_eqsat.cost import make_cost_model
-from tvm_eqsat.egraph import TensorEGraph
-from tvm_eqsat.extract import EXTRACTORS, _choice_cost, extract, snapshot_node_cost
-from tvm_eqsat.graph import Unsupported, graph_from_block
-from tvm_eqsat.rules import load_library
-from tvm_eqsat.search import saturate
+from tvm_eqsat.egraph import ENode, Snapshot
+from tvm_eqsat.extract import EXTRACTORS, _choice_cost, extract, ilp, snapshot_node_cost
+from tvm_eqsat.graph import TensorTy
 
-FIELDS = ["model", "block", "enodes", "eclasses", "grow_s", "extractor", "extract_s", "dag_cost_us", "vs_ilp"]
+FIELDS = [
+    "model", "kind", "block", "enodes", "eclasses", "grow_s", "cost_s", "extractor",
+    "extract_s", "dag_cost_us", "vs_ilp", "ilp_vars", "ilp_status", "ilp_gap",
+]  # fmt: skip
+HEURISTICS = [m for m in EXTRACTORS if m != "ilp"]
+ILPS = {"ilp": {}, "ilp_1pct": {"rel_gap": 1e-2}, "ilp_noshrink": {"shrink": False}}
 
 
-def bench_model(name: str, node_limit: int, ilp_limit: float) -> list[dict]:
-    model = models.MODELS[name]()
+# ---------------------------------------------------------------- real models
+
+
+def _per_head_attention(layers: int = 4, heads: int = 4, hidden: int = 256, seq: int = 64, seed: int = 0):
+    """Transformer layers with one Linear per head for Q, K and V (3 x heads matmuls on one input).
+
+    Real, imported like the others; with all N-way merges of 12 linears the
+    e-graph reaches ~20k e-nodes in 3 iterations: the stress case for extraction.
+    """
+    torch = models._seeded(seed)
+    nn = torch.nn
+    d = hidden // heads
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = nn.ModuleList(nn.Linear(hidden, d) for _ in range(heads))
+            self.k = nn.ModuleList(nn.Linear(hidden, d) for _ in range(heads))
+            self.v = nn.ModuleList(nn.Linear(hidden, d) for _ in range(heads))
+            self.o, self.up, self.down = (
+                nn.Linear(hidden, hidden),
+                nn.Linear(hidden, 4 * hidden),
+                nn.Linear(4 * hidden, hidden),
+            )
+            self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+
+        def forward(self, x):
+            outs = []
+            for q, k, v in zip(self.q, self.k, self.v):
+                outs.append(torch.softmax(q(x) @ k(x).transpose(-1, -2) / d**0.5, dim=-1) @ v(x))
+            x = self.ln1(x + self.o(torch.cat(outs, -1)))
+            return self.ln2(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+    x = torch.randn(seq, hidden)
+    net = nn.Sequential(*[Layer() for _ in range(layers)])
+    return models.Model(f"per-head-l{layers}-h{heads}", models.import_torch(net, (x,)), [x.numpy()])
+
+
+def _llama(layers: int = 8, hidden: int = 512, heads: int = 8, seq: int = 64, seed: int = 0):
+    """transformers LlamaModel (Q/K/V and gate/up projections on shared inputs), explicit attention mask."""
+    torch = models._seeded(seed)
+    from transformers import LlamaConfig, LlamaModel
+
+    config = LlamaConfig(
+        hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+        intermediate_size=(hidden * 8 // 3) // 64 * 64, vocab_size=1000, max_position_embeddings=max(512, seq),
+        use_cache=False,
+    )  # fmt: skip
+    ids = torch.randint(0, 1000, (1, seq))
+    mask = torch.ones(1, seq, dtype=torch.int64)
+    return models.Model(f"llama-l{layers}", models.import_torch(LlamaModel(config), (ids, mask)), [])
+
+
+# name -> (builder, node limit or None for --node-limit)
+REAL = {
+    "bert-small": (models.MODELS["bert-small"], None),
+    "resnet-block": (models.MODELS["resnet-block"], None),
+    "bert-base": (models.MODELS["bert-base"], None),
+    "resnet50": (models.MODELS["resnet50"], None),
+    "bert-large": (lambda: models.bert(hidden=1024, layers=24, heads=16, seq=128), None),
+    "llama-l8": (_llama, None),
+    # one more saturation iteration than 20000 allows: 3 iterations, ~22k e-nodes
+    "per-head-l4": (_per_head_attention, 25000),
+}
+
+
+def real_snapshots(name: str, node_limit: int):
+    """(block index, snapshot, roots, seconds to grow) for each dataflow block of a real model."""
+    from tvm import relax
+
+    from tvm_eqsat.egraph import TensorEGraph
+    from tvm_eqsat.graph import Unsupported, graph_from_block
+    from tvm_eqsat.rules import load_library
+    from tvm_eqsat.search import saturate
+
+    build, limit = REAL[name]
+    model = build()
     library = load_library()
     program = library.program()
-    cost = make_cost_model("roofline", "llvm")
-    rows = []
     for i, block in enumerate(model.mod["main"].body.blocks):
         if not isinstance(block, relax.DataflowBlock):
             continue
@@ -48,43 +138,170 @@ def bench_model(name: str, node_limit: int, ilp_limit: float) -> list[dict]:
             continue
         egraph = TensorEGraph(graph, program)
         t = time.perf_counter()
-        saturate(egraph, library.families, node_limit=node_limit, iter_limit=30, deadline=time.monotonic() + 300)
+        saturate(
+            egraph, library.families, node_limit=limit or node_limit, iter_limit=30, deadline=time.monotonic() + 300
+        )
         grow_s = time.perf_counter() - t
         snap = egraph.snapshot()
-        node_cost = snapshot_node_cost(snap, cost)
-        roots = [snap.root_of[nid] for _, nid in graph.outputs]
-        results = {}
-        for method in EXTRACTORS:
+        yield i, snap, [snap.root_of[nid] for _, nid in graph.outputs], grow_s
+
+
+# ---------------------------------------------------------------- synthetic e-graphs
+
+
+class _Builder:
+    """Appends e-classes to a Snapshot under construction."""
+
+    def __init__(self) -> None:
+        self.classes: list[list[ENode]] = []
+        self.ty: list = []
+        self.is_const: list[bool] = []
+
+    def add(self, ty, *nodes: ENode, const: bool = False) -> int:
+        self.classes.append(list(nodes))
+        self.ty.append(ty)
+        self.is_const.append(const)
+        return len(self.classes) - 1
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(classes=self.classes, ty=self.ty, is_const=self.is_const, root_of={})
+
+
+def synthetic_egraph(layers: int, groups: int, hidden: int = 256, seq: int = 16, seed: int = 0):
+    """A saturated-looking e-graph of a decoder stack at small batch (memory/launch bound).
+
+    Each layer reads x; ``groups`` groups of 2-4 linears (x @ W_i + b_i, widths
+    32-128) read x, and each group carries every merge of two or more of its
+    linears (Concat of the weights, one Matmul, a Split, a TGet per part) and,
+    for the merged matmul, the merged bias add (add-over-split).  Bias adds also
+    have their commuted twin.  The parts are summed, projected back (Matmul) and
+    become the next layer's x.  Returns (snapshot, roots).
+    """
+    rng = random.Random(seed)
+    b = _Builder()
+    f32 = "float32"
+    x = b.add(TensorTy((seq, hidden), f32), ENode("Input", (0,), ()))
+    for layer in range(layers):
+        parts = []
+        for group in range(groups):
+            widths = [rng.choice([32, 64, 128]) for _ in range(rng.randint(2, 4))]
+            tag = (layer, group)
+            w = [
+                b.add(TensorTy((hidden, n), f32), ENode("Const", (tag, i), ()), const=True)
+                for i, n in enumerate(widths)
+            ]
+            bias = [
+                b.add(TensorTy((n,), f32), ENode("Const", (tag, i, "b"), ()), const=True) for i, n in enumerate(widths)
+            ]
+            lin = [
+                b.add(TensorTy((seq, n), f32), ENode("Matmul", ("float32",), (x, w[i]))) for i, n in enumerate(widths)
+            ]
+            out = [
+                b.add(TensorTy((seq, n), f32), ENode("Add", (), (lin[i], bias[i])), ENode("Add", (), (bias[i], lin[i])))
+                for i, n in enumerate(widths)
+            ]
+            for size in range(2, len(widths) + 1):
+                for members in itertools.combinations(range(len(widths)), size):
+                    n = sum(widths[i] for i in members)
+                    cuts = tuple(itertools.accumulate(widths[i] for i in members[:-1]))
+                    part_tys = tuple(TensorTy((seq, widths[i]), f32) for i in members)
+                    wcat = b.add(
+                        TensorTy((hidden, n), f32), ENode("Concat", (1,), tuple(w[i] for i in members)), const=True
+                    )
+                    mm = b.add(TensorTy((seq, n), f32), ENode("Matmul", ("float32",), (x, wcat)))
+                    split = b.add(part_tys, ENode("Split", (cuts, 1), (mm,)))
+                    bcat = b.add(
+                        TensorTy((n,), f32), ENode("Concat", (0,), tuple(bias[i] for i in members)), const=True
+                    )
+                    added = b.add(TensorTy((seq, n), f32), ENode("Add", (), (mm, bcat)))
+                    split_added = b.add(part_tys, ENode("Split", (cuts, 1), (added,)))
+                    for part, i in enumerate(members):
+                        b.classes[lin[i]].append(ENode("TGet", (part,), (split,)))
+                        b.classes[out[i]].append(ENode("TGet", (part,), (split_added,)))
+            parts.extend(out)
+        total = b.add(TensorTy((seq, sum(b.ty[p].shape[1] for p in parts)), f32), ENode("Concat", (1,), tuple(parts)))
+        wo = b.add(TensorTy((b.ty[total].shape[1], hidden), f32), ENode("Const", (layer, "o"), ()), const=True)
+        x = b.add(TensorTy((seq, hidden), f32), ENode("Matmul", ("float32",), (total, wo)))
+    return b.snapshot(), [x]
+
+
+SYNTHETIC = {  # name -> generator arguments
+    "synthetic-2k": {"layers": 6, "groups": 4},
+    "synthetic-20k": {"layers": 46, "groups": 6},
+}
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def bench_snapshot(name, kind, block, snap, roots, grow_s, cost, ilp_limit, repeat) -> list[dict]:
+    t = time.perf_counter()
+    raw = snapshot_node_cost(snap, cost)
+    cached = {(c, k): raw(c, node) for c, nodes in enumerate(snap.classes) for k, node in enumerate(nodes)}
+    index = {id(node): k for nodes in snap.classes for k, node in enumerate(nodes)}
+    cost_s = time.perf_counter() - t
+
+    def node_cost(c, node):
+        return cached[(c, index[id(node)])]
+
+    results = {}
+    for method in HEURISTICS:
+        times = []
+        for _ in range(repeat):
             t = time.perf_counter()
             choice = extract(snap, roots, node_cost, method, ilp_limit)
-            results[method] = (time.perf_counter() - t, _choice_cost(snap, choice, roots, node_cost))
-        for method, (seconds, dag) in results.items():
-            rows.append(
-                {
-                    "model": name,
-                    "block": i,
-                    "enodes": snap.n_nodes,
-                    "eclasses": len(snap.classes),
-                    "grow_s": round(grow_s, 3),
-                    "extractor": method,
-                    "extract_s": round(seconds, 3),
-                    "dag_cost_us": round(dag, 3),
-                    "vs_ilp": round(dag / results["ilp"][1], 5),
-                }
-            )
+            times.append(time.perf_counter() - t)
+        results[method] = (statistics.median(times), _choice_cost(snap, choice, roots, node_cost), {})
+    for method, options in ILPS.items():
+        info: dict = {}
+        t = time.perf_counter()
+        choice = ilp(snap, node_cost, roots, ilp_limit, info=info, **options)
+        results[method] = (time.perf_counter() - t, _choice_cost(snap, choice, roots, node_cost), info)
+    base = results["ilp"][1]
+    rows = []
+    for method, (seconds, dag, info) in results.items():
+        gap = info.get("gap")
+        rows.append(
+            {
+                "model": name,
+                "kind": kind,
+                "block": block,
+                "enodes": snap.n_nodes,
+                "eclasses": len(snap.classes),
+                "grow_s": round(grow_s, 3),
+                "cost_s": round(cost_s, 3),
+                "extractor": method,
+                "extract_s": round(seconds, 4),
+                "dag_cost_us": round(dag, 3),
+                "vs_ilp": round(dag / base, 5),
+                "ilp_vars": info.get("ilp_nodes", ""),
+                "ilp_status": info.get("status", ""),
+                "ilp_gap": "" if gap is None else f"{gap:.1e}",
+            }
+        )
     return rows
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["bert-small", "resnet-block", "bert-base", "resnet50"])
+    parser.add_argument("--models", nargs="+", default=[*REAL, *SYNTHETIC], help=f"from {[*REAL, *SYNTHETIC]}")
     parser.add_argument("--node-limit", type=int, default=20000)
-    parser.add_argument("--ilp-limit", type=float, default=30.0)
+    parser.add_argument("--ilp-limit", type=float, default=60.0)
+    parser.add_argument("--repeat", type=int, default=5, help="runs of each heuristic (median reported)")
     parser.add_argument("--out", default="benchmarks/results/extract-llvm.csv")
     args = parser.parse_args(argv)
+    cost = make_cost_model("roofline", "llvm")
     rows = []
     for name in tqdm(args.models, desc="models"):
-        rows.extend(bench_model(name, args.node_limit, args.ilp_limit))
+        if name in SYNTHETIC:
+            t = time.perf_counter()
+            snap, roots = synthetic_egraph(**SYNTHETIC[name])
+            graphs = [(0, snap, roots, time.perf_counter() - t)]
+            kind = "synthetic"
+        else:
+            graphs, kind = real_snapshots(name, args.node_limit), "real"
+        for block, snap, roots, grow_s in graphs:
+            rows.extend(bench_snapshot(name, kind, block, snap, roots, grow_s, cost, args.ilp_limit, args.repeat))
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -93,15 +310,21 @@ def main(argv=None) -> None:
     sidecar = {
         "machine": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
         "tvm": tvm.__version__,
         "egglog": importlib.metadata.version("egglog"),
+        "scipy": importlib.metadata.version("scipy"),
         "cost_model": "roofline (llvm)",
         "node_limit": args.node_limit,
+        "node_limits_per_model": {k: v for k, (_, v) in REAL.items() if v},
         "ilp_time_limit_s": args.ilp_limit,
-        "command": "python scripts/bench_extract.py --models " + " ".join(args.models),
+        "repeat": args.repeat,
+        "synthetic": SYNTHETIC,
+        "command": " ".join(["python scripts/bench_extract.py", *(sys.argv[1:] if argv is None else argv)]),
     }
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(sidecar, f, indent=2)
+    print(",".join(FIELDS))
     for r in rows:
         print(",".join(str(r[k]) for k in FIELDS))
 

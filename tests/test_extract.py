@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tvm_eqsat.egraph import ENode, Snapshot
-from tvm_eqsat.extract import _choice_cost, extract, greedy_dag, greedy_tree, ilp
+from tvm_eqsat.extract import EXTRACTORS, _choice_cost, dag_local, extract, greedy_dag, greedy_tree, ilp
 
 
 def snap_of(classes):
@@ -57,6 +57,53 @@ def test_tree_greedy_misses_the_merge_dag_aware_extractors_find_it():
     assert exact < _choice_cost(snap, tree, roots, cost)
 
 
+def test_dag_local_finds_the_merge_dag_greedy_misses():
+    snap, roots, cost = shared_merge_egraph()
+    greedy = greedy_dag(snap, cost, roots)
+    assert greedy[3].op == "MatmulA"  # one user alone does not pay for the merged matmul
+    chosen = dag_local(snap, cost, roots)
+    assert chosen[3].op == "TGet" and chosen[4].op == "TGet"
+    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(brute_force(snap, roots, cost))
+
+
+def qkv_egraph(n=3):
+    """n outputs on one input: n matmuls (10 each), every pair merged (17), and the n-way merge (5 + 5 n)."""
+    classes = [[ENode("Input", (0,), ())]]
+    outs = []
+    for i in range(n):
+        classes.append([ENode("Matmul", (i,), (0,))])
+        outs.append(len(classes) - 1)
+    costs = {("Matmul", 1): 10.0, ("Merged", 2): 17.0, ("Merged", n): 5.0 + 5.0 * n}
+    for group in [*itertools.combinations(range(n), 2), tuple(range(n))]:
+        classes.append([ENode("Merged", group, (0,))])
+        classes.append([ENode("Split", group, (len(classes) - 1,))])
+        for part, i in enumerate(group):
+            classes[outs[i]].append(ENode("TGet", (part,), (len(classes) - 1,)))
+    classes.append([ENode("Out", (), tuple(outs))])
+
+    def cost(cls, node):
+        if node.op in ("Matmul", "Merged"):
+            return costs[(node.op, max(1, len(node.attrs)))]
+        return {"Input": 0.0, "Split": 0.01, "TGet": 0.01, "Out": 1.0}[node.op]
+
+    return snap_of(classes), [len(classes) - 1], cost
+
+
+def test_dag_local_takes_the_three_way_merge_over_pairs():
+    snap, roots, cost = qkv_egraph(3)
+    chosen = dag_local(snap, cost, roots)
+    merged = {chosen[c].attrs for c in _live(snap, chosen, roots) if chosen[c].op == "Merged"}
+    assert merged == {(0, 1, 2)}
+    exact = _choice_cost(snap, ilp(snap, cost, roots), roots, cost)
+    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(exact)
+
+
+def _live(snap, choice, roots):
+    from tvm_eqsat.graph import topological_order
+
+    return topological_order(roots, lambda c: choice[c].children)
+
+
 def random_egraph(rng, n_classes=7, max_nodes=3):
     classes = [[ENode("leaf", (0,), ())]]
     for c in range(1, n_classes):
@@ -81,8 +128,64 @@ def test_ilp_equals_brute_force_and_dag_greedy_is_never_better(seed):
         pytest.skip("no acyclic term for this random e-graph")
     by_ilp = _choice_cost(snap, extract(snap, roots, cost, "ilp"), roots, cost)
     by_dag = _choice_cost(snap, extract(snap, roots, cost, "dag_greedy"), roots, cost)
+    by_local = _choice_cost(snap, extract(snap, roots, cost, "dag_local"), roots, cost)
     assert by_ilp == pytest.approx(exact)
     assert math.isfinite(by_dag) and by_dag >= exact - 1e-9  # acyclic, never below the optimum
+    assert math.isfinite(by_local) and exact - 1e-9 <= by_local <= by_dag + 1e-9
+
+
+def random_shared_egraph(rng, n_classes=40):
+    """Bigger random e-graphs with what shrinking looks for: free leaves, duplicate nodes, single-node chains, cycles."""
+    classes = [[ENode("leaf", (i,), ())] for i in range(3)]
+    for c in range(3, n_classes):
+        nodes = []
+        for k in range(rng.choice([1, 1, 2, 3])):
+            kids = tuple(
+                rng.randrange(n_classes) if rng.random() < 0.05 else rng.randrange(c) for _ in range(rng.randint(1, 3))
+            )
+            nodes.append(ENode(f"op{c}_{k}", (), kids))
+            if rng.random() < 0.2:  # a commuted twin: same children, same cost
+                nodes.append(ENode(f"op{c}_{k}", (1,), tuple(reversed(kids))))
+        classes.append(nodes)
+    costs = {n.op: rng.choice([0.0, 0.5, 1.0, 2.0, 5.0, 20.0]) for cls in classes for n in cls}
+    costs["leaf"] = 0.0
+    roots = rng.sample(range(n_classes // 2, n_classes), 3)
+    return snap_of(classes), roots, cost_by_op(costs)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_shrinking_keeps_the_ilp_optimum_and_dag_local_stays_above_it(seed):
+    snap, roots, cost = random_shared_egraph(random.Random(seed))
+    plain, shrunk = {}, {}
+    by_plain = _choice_cost(snap, ilp(snap, cost, roots, shrink=False, info=plain), roots, cost)
+    by_shrunk = _choice_cost(snap, ilp(snap, cost, roots, info=shrunk), roots, cost)
+    if not math.isfinite(by_plain):
+        pytest.skip("no acyclic term for this random e-graph")
+    assert plain["status"] == shrunk["status"] == "Optimal"
+    assert by_shrunk == pytest.approx(by_plain)
+    assert shrunk["ilp_nodes"] <= plain["ilp_nodes"]
+    by_local = _choice_cost(snap, dag_local(snap, cost, roots), roots, cost)
+    by_dag = _choice_cost(snap, greedy_dag(snap, cost, roots), roots, cost)
+    assert by_plain - 1e-9 <= by_local <= by_dag + 1e-9
+
+
+def test_ilp_without_the_warm_start_binding_uses_milp(monkeypatch):
+    import sys
+
+    import scipy.optimize._highspy
+
+    monkeypatch.delattr(scipy.optimize._highspy, "_core")  # the import fails ...
+    monkeypatch.setitem(sys.modules, "scipy.optimize._highspy._core", None)
+    snap, roots, cost = qkv_egraph(3)
+    info = {}
+    chosen = ilp(snap, cost, roots, info=info)
+    assert info["status"] == "Optimal" and not info["warm_start"]  # ... so milp ran, with a cut-off row
+    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(5.0 + 15.0 + 0.01 + 3 * 0.01 + 1.0)
+
+
+def test_dag_local_out_of_time_returns_the_dag_greedy_answer():
+    snap, roots, cost = shared_merge_egraph()
+    assert dag_local(snap, cost, roots, time_limit_s=0.0) == greedy_dag(snap, cost, roots)
 
 
 def test_cycles_are_never_extracted():
@@ -94,7 +197,7 @@ def test_cycles_are_never_extracted():
     ]
     costs = cost_by_op({"leaf": 1.0, "f": 0.1, "g": 0.1, "h": 50.0})
     snap = snap_of(classes)
-    for method in ("greedy", "dag_greedy", "ilp"):
+    for method in EXTRACTORS:
         choice = extract(snap, [2], costs, method)
         assert math.isfinite(_choice_cost(snap, choice, [2], costs)), method
         assert choice[1].op == "h"
@@ -140,7 +243,7 @@ def _two_convs():
 def test_dag_aware_extractors_choose_the_merge_tree_greedy_does_not(make, op):
     mod = make()
     n_before = relax_ops(mod)[op]
-    for method in ("ilp",):
+    for method in ("ilp", "dag_local"):
         new, report = tvm_eqsat.optimize(mod, "llvm", extractor=method)
         assert report.functions["main"].changed, method
         assert relax_ops(new)[op] == 1, (method, relax_ops(new))

@@ -1,23 +1,37 @@
 """Extraction: pick one e-node per needed e-class, and read the choice back as a graph.
 
-Three extractors, all returning a choice (class -> e-node) for the classes the
+Four extractors, all returning a choice (class -> e-node) for the classes the
 roots need, never a cyclic one:
 
 * ``greedy``: the classic tree cost (a class's best node by its own cost plus
   its children's best costs, to a fixed point).  A sub-graph shared by two
   users is counted twice, so merges (two split halves reading one matmul) look
   twice as expensive: kept as the baseline.
-* ``dag_greedy``: the cost of a choice is the sum over the *set* of classes in
-  its sub-DAG, each counted once, to a fixed point.
+* ``dag_greedy``: the cost of a class is the sum over the *set* of classes in
+  its best sub-DAG, each counted once.  Classes are settled cheapest first
+  (Dijkstra/Knuth order), so every node is costed once, when its last child is
+  settled, and the choice is acyclic by construction.
+* ``dag_local``: the DAG-greedy answer improved by local search on the true DAG
+  cost (shared classes paid once): single switches, and merge moves that make
+  a new shared class pay off by switching all its would-be users at once.  A
+  merge only pays when several users share the merged node, which is exactly
+  what a greedy that costs one class at a time cannot see.  Fast enough to be
+  called many times (a search's reward); never worse than ``dag_greedy``.
 * ``ilp``: the exact optimum of the DAG cost as a mixed-integer program solved by
-  HiGHS (``scipy.optimize.milp``): one binary per e-node, child-class
-  constraints, ordering variables for acyclicity, a wall-clock limit, the
-  DAG-greedy cost as a cut-off, and the greedy answer when the solver stops
-  without a better solution.
+  HiGHS: one binary per e-node, child-class constraints, ordering variables for
+  acyclicity, a wall-clock limit, and ``dag_local``'s answer as the first
+  incumbent (the cut-off) and the answer when the solver stops without a better
+  one.  The problem is shrunk first (negligible-cost sub-graphs such as
+  weights fixed, dominated nodes dropped, single-use classes folded into their
+  reader, ordering only inside strongly connected components).
 """
 
 from __future__ import annotations
 
+import functools
+import gc
+import heapq
+import itertools
 import logging
 import math
 import time
@@ -30,9 +44,34 @@ from .graph import Node, TensorGraph, Unsupported, topological_order
 
 log = logging.getLogger("tvm_eqsat")
 
-EXTRACTORS = ("greedy", "dag_greedy", "ilp")
+EXTRACTORS = ("greedy", "dag_greedy", "dag_local", "ilp")
 
 NodeCost = Callable[[int, ENode], float]  # (class id, e-node) -> cost
+
+# A class computable from leaves through nodes this cheap counts as free in the
+# ILP (the roofline model charges 1e-6 us for folded constants, views and inputs).
+FREE_COST = 1e-5
+
+
+def _gc_paused(fn):
+    """Run fn with the cyclic garbage collector paused.
+
+    The extractors allocate many small objects, which triggers collections; in a
+    process holding TVM and torch a full collection takes 0.1-0.3 s, more than
+    extracting a 2k-node e-graph.  The extractors make no reference cycles.
+    """
+
+    @functools.wraps(fn)
+    def paused(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return paused
 
 
 def snapshot_node_cost(snap: Snapshot, cost_model) -> NodeCost:
@@ -78,51 +117,419 @@ def _reachable_classes(snap: Snapshot, roots: list[int]) -> list[int]:
     return sorted(seen)
 
 
-def greedy_dag(snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> dict[int, ENode]:
-    """Best node per class under DAG cost: each class in a sub-DAG is paid once.
+class _Graph:
+    """The e-graph below the roots as flat lists (costs computed once), shared by the DAG extractors.
 
-    Each class keeps the cost set {class: own cost} of its best sub-DAG; a node's
-    cost is its own cost plus the union of its children's sets.  Worklist to a
-    fixed point; a node whose sub-DAG contains its own class (a cycle) is skipped.
+    ``kids[c][k]`` are the distinct child classes of node k of class c; a node that
+    needs its own class is never usable and is left out of ``parents``.
     """
-    classes = _reachable_classes(snap, roots)
-    parents: dict[int, list[tuple[int, int]]] = {c: [] for c in classes}
-    costs: dict[int, list[float]] = {}
-    for c in classes:
-        costs[c] = [node_cost(c, n) for n in snap.classes[c]]
-        for k, node in enumerate(snap.classes[c]):
-            for child in set(node.children):
-                parents[child].append((c, k))
+
+    def __init__(self, snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> None:
+        n = len(snap.classes)
+        self.snap = snap
+        self.roots = list(dict.fromkeys(roots))
+        self.classes = _reachable_classes(snap, self.roots)
+        self.cost: list[list[float]] = [[] for _ in range(n)]
+        self.kids: list[list[tuple[int, ...]]] = [[] for _ in range(n)]
+        self.parents: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for c in self.classes:
+            for k, node in enumerate(snap.classes[c]):
+                kids = tuple(dict.fromkeys(node.children))
+                self.cost[c].append(node_cost(c, node))
+                self.kids[c].append(kids)
+                if c not in kids:
+                    for d in kids:
+                        self.parents[d].append((c, k))
+
+    def usable(self, c: int, k: int) -> bool:
+        return c not in self.kids[c][k]
+
+    def choice(self, index: dict[int, int]) -> dict[int, ENode]:
+        return {c: self.snap.classes[c][k] for c, k in index.items()}
+
+
+def _bits_cost(bits: int, own: list[float], own_np: np.ndarray, nbytes: int) -> float:
+    """Sum of ``own`` over the classes in a bit set (a Python int)."""
+    if bits.bit_count() <= 32:
+        total = 0.0
+        while bits:
+            low = bits & -bits
+            total += own[low.bit_length() - 1]
+            bits ^= low
+        return total
+    mask = np.unpackbits(np.frombuffer(bits.to_bytes(nbytes, "little"), np.uint8), bitorder="little")
+    return float(own_np[np.flatnonzero(mask)].sum())
+
+
+def _greedy_dag(g: _Graph) -> tuple[dict[int, int], dict[int, float]]:
+    """DAG-greedy on a _Graph: (class -> node index, class -> DAG cost of its sub-DAG).
+
+    Sub-DAGs are bit sets of classes.  A node is costed once, when its last child
+    class is settled: own cost plus the union of its children's sets, each class
+    paid once.  The unsettled class with the cheapest offer is settled next; its
+    set only holds classes settled before it, so no choice can reach its own class.
+    """
+    n = len(g.snap.classes)
+    nbytes = (n + 7) // 8
+    own = [0.0] * n
+    own_np = np.zeros(n)
+    bits: dict[int, int] = {}
     best: dict[int, float] = {}
-    best_set: dict[int, dict[int, float]] = {}
-    choice: dict[int, ENode] = {}
-    # start from the leaves; a node with children is queued when one of them improves
-    work = [(c, k) for c in classes for k, n in enumerate(snap.classes[c]) if not n.children]
-    queued = set(work)
-    while work:
-        c, k = work.pop()
-        queued.discard((c, k))
-        node = snap.classes[c][k]
-        if any(child not in best for child in node.children):
+    choice: dict[int, int] = {}
+    offered: dict[int, float] = {}
+    pending: dict[tuple[int, int], int] = {}
+    heap: list = []
+    order = itertools.count()
+
+    def offer(c: int, k: int) -> None:
+        kids = sorted(g.kids[c][k], key=lambda d: -best[d])
+        sub, total = 0, 0.0
+        if kids:
+            sub, total = bits[kids[0]], best[kids[0]]
+            for d in kids[1:]:
+                extra = bits[d] & ~sub
+                if extra:
+                    total += _bits_cost(extra, own, own_np, nbytes)
+                    sub |= extra
+        total += g.cost[c][k]
+        if total < offered.get(c, math.inf):
+            offered[c] = total
+            heapq.heappush(heap, (total, next(order), c, k, sub))
+
+    for c in g.classes:
+        for k, kids in enumerate(g.kids[c]):
+            if not g.usable(c, k):
+                continue
+            if kids:
+                pending[(c, k)] = len(kids)
+            else:
+                offer(c, k)
+    while heap:
+        total, _, c, k, sub = heapq.heappop(heap)
+        if c in choice:
             continue
-        merged: dict[int, float] = {}
-        for child in node.children:
-            child_set = best_set[child]
-            if len(child_set) > len(merged):
-                child_set, merged = merged, dict(child_set)
-            merged.update(child_set)
-        if c in merged:  # choosing this node would make the class reach itself
+        choice[c], best[c], bits[c] = k, total, sub | (1 << c)
+        own[c] = own_np[c] = g.cost[c][k]
+        for parent in g.parents[c]:
+            pending[parent] -= 1
+            if pending[parent] == 0 and parent[0] not in choice:
+                offer(*parent)
+    return choice, best
+
+
+@_gc_paused
+def greedy_dag(snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> dict[int, ENode]:
+    """Best node per class under DAG cost: each class in a sub-DAG is paid once."""
+    g = _Graph(snap, node_cost, roots)
+    return g.choice(_greedy_dag(g)[0])
+
+
+def _components(classes, kids_of) -> dict[int, int]:
+    """Strongly connected components (iterative Tarjan): class -> component id.
+
+    A cycle can only run inside one component, so acyclicity needs checking
+    (local search) or ordering variables (ILP) there only.  The keys come in
+    Tarjan's completion order: a class after every class it reaches outside its
+    own component.
+    """
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    comp: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    counter = itertools.count()
+    for start in classes:
+        if start in index:
             continue
-        own = costs[c][k]
-        total = own + sum(merged.values())
-        if total < best.get(c, math.inf) - 1e-12:
-            merged[c] = own
-            best[c], best_set[c], choice[c] = total, merged, node
-            for parent in parents[c]:
-                if parent not in queued:
-                    queued.add(parent)
-                    work.append(parent)
+        index[start] = low[start] = next(counter)
+        stack.append(start)
+        on_stack.add(start)
+        work = [(start, iter(kids_of(start)))]
+        while work:
+            c, it = work[-1]
+            advanced = False
+            for d in it:
+                if d not in index:
+                    index[d] = low[d] = next(counter)
+                    stack.append(d)
+                    on_stack.add(d)
+                    work.append((d, iter(kids_of(d))))
+                    advanced = True
+                    break
+                if d in on_stack:
+                    low[c] = min(low[c], index[d])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[c])
+            if low[c] == index[c]:
+                while True:
+                    d = stack.pop()
+                    on_stack.discard(d)
+                    comp[d] = c
+                    if d == c:
+                        break
+    return comp
+
+
+class _LocalSearch:
+    """A choice for every class, the DAG it induces from the roots, and moves on it.
+
+    ``users[c]`` counts the roots and pins at c plus the classes in the DAG whose
+    chosen node reads c; c is in the DAG iff it is positive, and ``total`` is the
+    DAG cost.  A switch updates both incrementally (only the sub-DAG that enters
+    or leaves is visited), refuses to close a cycle, and is logged so that a
+    move that does not pay can be undone.
+    """
+
+    def __init__(self, g: _Graph, choice: dict[int, int], best: dict[int, float]) -> None:
+        n = len(g.snap.classes)
+        self.g = g
+        self.best = best
+        self.choice = [-1] * n
+        for c, k in choice.items():
+            self.choice[c] = k
+        # the nodes a class may switch to: not reading itself, every child has a term
+        self.options = [[] for _ in range(n)]
+        for c in g.classes:
+            self.options[c] = [
+                k for k, kids in enumerate(g.kids[c]) if g.usable(c, k) and all(self.choice[d] >= 0 for d in kids)
+            ]
+        self.users = [0] * n
+        self.total = 0.0
+        self.log: list[tuple[int, int]] = []  # (class, previous node) per switch, to undo a move
+        self.touched: list[int] = []  # classes that switched or entered/left the DAG (kept moves only)
+        kids_of = lambda c: [d for k, kids in enumerate(g.kids[c]) if g.usable(c, k) for d in kids]  # noqa: E731
+        self.comp = _components(g.classes, kids_of)
+        sizes: dict[int, int] = {}
+        for c in g.classes:
+            sizes[self.comp[c]] = sizes.get(self.comp[c], 0) + 1
+        self.cyclic = {c for c in g.classes if sizes[self.comp[c]] > 1}
+        # a merge needs a class that nodes of two or more classes read
+        self.anchors = [c for c in g.classes if len({p for p, _ in g.parents[c]}) > 1]
+        for r in g.roots:
+            self.add(r)
+        self.tol = 1e-10 * max(1.0, abs(self.total))
+
+    # ---- the DAG and its cost
+    def add(self, c: int) -> None:
+        stack = [c]
+        while stack:
+            c = stack.pop()
+            self.users[c] += 1
+            if self.users[c] == 1:
+                k = self.choice[c]
+                self.total += self.g.cost[c][k]
+                self.touched.append(c)
+                stack.extend(self.g.kids[c][k])
+
+    def remove(self, c: int) -> None:
+        stack = [c]
+        while stack:
+            c = stack.pop()
+            self.users[c] -= 1
+            if self.users[c] == 0:
+                k = self.choice[c]
+                self.total -= self.g.cost[c][k]
+                self.touched.append(c)
+                stack.extend(self.g.kids[c][k])
+
+    def _closes_cycle(self, c: int) -> bool:
+        if c not in self.cyclic:
+            return False
+        comp, seen = self.comp[c], set()
+        stack = list(self.g.kids[c][self.choice[c]])
+        while stack:
+            d = stack.pop()
+            if d == c:
+                return True
+            if d not in seen and self.comp.get(d) == comp:
+                seen.add(d)
+                stack.extend(self.g.kids[d][self.choice[d]])
+        return False
+
+    def _set(self, c: int, k: int) -> None:
+        old, self.choice[c] = self.choice[c], k
+        self.touched.append(c)
+        if self.users[c]:
+            for d in self.g.kids[c][k]:
+                self.add(d)
+            for d in self.g.kids[c][old]:
+                self.remove(d)
+            self.total += self.g.cost[c][k] - self.g.cost[c][old]
+
+    def switch(self, c: int, k: int) -> bool:
+        """Choose node k for class c unless that closes a cycle."""
+        old, self.choice[c] = self.choice[c], k
+        cycle = self._closes_cycle(c)
+        self.choice[c] = old
+        if cycle:
+            return False
+        self.log.append((c, old))
+        self._set(c, k)
+        return True
+
+    def begin(self) -> tuple[int, float, int]:
+        """A mark to undo to: where the log, the cost and the touched list stand."""
+        return len(self.log), self.total, len(self.touched)
+
+    def undo(self, mark: tuple[int, float, int]) -> None:
+        while len(self.log) > mark[0]:
+            self._set(*self.log.pop())
+        self.total = mark[1]
+        del self.touched[mark[2] :]
+
+    def keep_if_better(self, mark: tuple[int, float, int]) -> bool:
+        if self.total < mark[1] - self.tol:
+            del self.log[mark[0] :]
+            return True
+        self.undo(mark)
+        return False
+
+    # ---- moves
+    def switch_sweep(self, deadline: float) -> bool:
+        """Try every other node of every class in the DAG; keep what lowers the DAG cost."""
+        g, improved = self.g, False
+        for c in g.classes:
+            if not self.users[c] or len(g.kids[c]) < 2:
+                continue
+            if time.perf_counter() > deadline:
+                break
+            for k in self.options[c]:
+                cur = self.choice[c]
+                if k == cur or not self.users[c]:
+                    continue
+                # nothing below the current node would be freed, and k is not cheaper itself
+                if g.cost[c][k] >= g.cost[c][cur] and all(self.users[d] > 1 for d in g.kids[c][cur]):
+                    continue
+                mark = self.begin()
+                self.switch(c, k)
+                improved |= self.keep_if_better(mark)
+        return improved
+
+    def _cone(self, x: int, depth: int = 4, limit: int = 64) -> tuple[list[int], list[tuple[int, int]]]:
+        """Classes above x not in the DAG (nearest first), and the nodes of DAG classes that read them."""
+        cone, seen, level, moves = [x], {x}, [x], []
+        for _ in range(depth):
+            above = []
+            for c in level:
+                for p, k in self.g.parents[c]:
+                    if self.users[p]:
+                        moves.append((p, k))
+                    elif p not in seen and self.choice[p] >= 0:
+                        seen.add(p)
+                        above.append(p)
+            cone.extend(above)
+            level = above
+            if not level or len(cone) > limit:
+                break
+        return cone, list(dict.fromkeys(moves))
+
+    def _freed(self, users) -> float:
+        """What the DAG loses if these classes drop their current nodes: a bound on what a move can save."""
+        before, touched = self.total, len(self.touched)
+        nodes = [(p, self.choice[p]) for p in users]
+        for p, k in nodes:
+            for d in self.g.kids[p][k]:
+                self.remove(d)
+        freed = before - self.total + sum(self.g.cost[p][k] for p, k in nodes)
+        for p, k in nodes:
+            for d in self.g.kids[p][k]:
+                self.add(d)
+        self.total = before
+        del self.touched[touched:]
+        return freed
+
+    def merge_sweep(self, deadline: float, near: set[int] | None = None) -> bool:
+        """Merge moves: pay for a class x not in the DAG once, then switch every class that can use it.
+
+        The classes between x and its users take their cheapest node given that x is
+        paid; each user switches to its cheapest node reading them; users that do
+        better back on their old node return to it; the move is kept if the DAG
+        cost drops.  Skipped when all the users could free does not pay for x, and,
+        given ``near``, when none of x, its children, the cone or the users is in it
+        (a move that did not pay last round will not pay if nothing near it changed).
+        """
+        g, improved = self.g, False
+        for x in self.anchors:
+            if self.users[x] or self.choice[x] < 0:
+                continue
+            if time.perf_counter() > deadline:
+                break
+            cone, moves = self._cone(x)
+            options: dict[int, list[int]] = {}
+            for p, k in moves:
+                if k != self.choice[p] and k in self.options[p]:
+                    options.setdefault(p, []).append(k)
+            if len(options) < 2:
+                continue
+            if near is not None and near.isdisjoint(itertools.chain(cone, options, g.kids[x][self.choice[x]])):
+                continue
+            mark = self.begin()
+            before = self.total
+            self.add(x)  # pinned: paid whether or not anything uses it yet
+            pin = self.total - before
+            if pin <= FREE_COST or self._freed(options) <= pin + self.tol:  # free: single switches do it
+                self.remove(x)
+                self.undo(mark)  # nothing switched: restores the cost, forgets the pin
+                continue
+            extra = {x: 0.0}  # cost to bring a cone class into the DAG, given x is paid
+
+            def price(c: int, k: int) -> float:
+                return g.cost[c][k] + sum(
+                    extra.get(d, 0.0 if self.users[d] else self.best.get(d, math.inf)) for d in g.kids[c][k]
+                )
+
+            for c in cone[1:]:
+                k = min(self.options[c], key=lambda k: price(c, k))
+                if k == self.choice[c] or self.switch(c, k):
+                    extra[c] = price(c, self.choice[c])
+            old = {p: self.choice[p] for p in options}
+            for p, ks in options.items():
+                self.switch(p, min(ks, key=lambda k: price(p, k)))
+            for p, k in old.items():  # users that do better on their old node go back
+                if self.choice[p] != k:
+                    step = self.begin()
+                    if self.switch(p, k) and self.total >= step[1] - self.tol:
+                        self.undo(step)  # otherwise kept in the log: the whole move may still be undone
+            self.remove(x)
+            improved |= self.keep_if_better(mark)
+        return improved
+
+
+def _improve(g: _Graph, start: dict[int, int], best: dict[int, float], time_limit_s: float, max_rounds: int = 8):
+    """Local search from a DAG-greedy choice (class -> node index) until no move pays or time is up."""
+    deadline = time.perf_counter() + time_limit_s
+    if any(r not in start for r in g.roots):
+        return start
+    search = _LocalSearch(g, start, best)
+    first, near = search.total, None
+    for rounds in range(1, max_rounds + 1):
+        search.touched.clear()
+        improved = search.switch_sweep(deadline)
+        improved |= search.merge_sweep(deadline, near)
+        if not improved or time.perf_counter() > deadline:
+            break
+        near = set(search.touched)
+    choice = {c: search.choice[c] for c in start}
+    try:  # the moves keep the choice acyclic; checked once more because the pass depends on it
+        topological_order(g.roots, lambda c: g.kids[c][choice[c]])
+    except Unsupported:
+        log.warning("dag_local produced a cyclic choice; using the DAG-greedy answer")
+        return start
+    log.debug("dag_local: DAG cost %.6g -> %.6g in %d rounds", first, search.total, rounds)
     return choice
+
+
+@_gc_paused
+def dag_local(snap: Snapshot, node_cost: NodeCost, roots: list[int], time_limit_s: float = 1.0) -> dict[int, ENode]:
+    """DAG-greedy, then local search on the DAG cost until no move pays (or the time is up)."""
+    t = time.perf_counter()
+    g = _Graph(snap, node_cost, roots)
+    start, best = _greedy_dag(g)
+    return g.choice(_improve(g, start, best, time_limit_s - (time.perf_counter() - t)))
 
 
 def _choice_cost(snap: Snapshot, choice: dict[int, ENode], roots: list[int], node_cost: NodeCost) -> float:
@@ -134,29 +541,208 @@ def _choice_cost(snap: Snapshot, choice: dict[int, ENode], roots: list[int], nod
     return sum(node_cost(c, choice[c]) for c in order)
 
 
+class _IlpNode:
+    """One binary of the ILP: an e-node, or a chain of them after collapsing single-use classes."""
+
+    __slots__ = ("cls", "cost", "kids", "members")
+
+    def __init__(self, cls: int, cost: float, kids: set[int], members: list[tuple[int, int]]) -> None:
+        self.cls, self.cost, self.kids, self.members = cls, cost, kids, members
+
+
+def _ilp_nodes(g: _Graph, productive: set[int], shrink: bool) -> tuple[list[_IlpNode], dict[int, int]]:
+    """The ILP's nodes, and the classes fixed outside it (class -> node index).
+
+    Without ``shrink``: every usable node of every class below the roots.  With it:
+    1. free classes (computable from leaves through nodes of cost <= FREE_COST:
+       inputs, weights and what folds from them) are fixed and drop out;
+    2. nodes reading a class with no acyclic term are dropped;
+    3. a node is dropped when another node of its class costs no more and reads a
+       subset of its children (any solution can swap one for the other);
+    4. classes no longer reachable from the roots are dropped;
+    5. a class with one node is folded into the nodes that read it when there is
+       one reader (it is computed exactly when its reader is) or when the node is
+       free (a split, a tuple item: paying it once per reader costs nothing).
+    """
+    if not shrink:
+        nodes = [
+            _IlpNode(c, g.cost[c][k], set(kids), [(c, k)])
+            for c in g.classes
+            for k, kids in enumerate(g.kids[c])
+            if g.usable(c, k)
+        ]
+        return nodes, {}
+    free: dict[int, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for c in g.classes:
+            if c in free:
+                continue
+            for k, kids in enumerate(g.kids[c]):
+                if g.cost[c][k] <= FREE_COST and g.usable(c, k) and all(d in free for d in kids):
+                    free[c] = k
+                    changed = True
+                    break
+    by_class: dict[int, list[_IlpNode]] = {}
+    for c in g.classes:
+        if c in free:
+            continue
+        options = []
+        for k, kids in enumerate(g.kids[c]):
+            if g.usable(c, k) and all(d in productive for d in kids):
+                options.append(_IlpNode(c, g.cost[c][k], {d for d in kids if d not in free}, [(c, k)]))
+        kept = []  # drop dominated nodes (ties: the earlier node stays)
+        for i, a in enumerate(options):
+            if not any(
+                b.cost <= a.cost and b.kids <= a.kids and (b.cost < a.cost or b.kids < a.kids or j < i)
+                for j, b in enumerate(options)
+                if j != i
+            ):
+                kept.append(a)
+        by_class[c] = kept
+    roots = [r for r in g.roots if r not in free]
+    seen, stack = set(roots), list(roots)  # reachable through the kept nodes
+    while stack:
+        for node in by_class[stack.pop()]:
+            for d in node.kids - seen:
+                seen.add(d)
+                stack.append(d)
+    by_class = {c: by_class[c] for c in seen}
+    readers: dict[int, set[int]] = {c: set() for c in by_class}
+    nodes: dict[int, _IlpNode] = {}
+    for nodes_of_c in by_class.values():
+        for node in nodes_of_c:
+            nodes[id(node)] = node
+            for d in node.kids:
+                readers[d].add(id(node))
+    work, root_set = list(by_class), set(roots)
+    while work:
+        s = work.pop()
+        if s in root_set or s not in by_class or len(by_class[s]) != 1 or not readers[s]:
+            continue
+        (single,) = by_class[s]
+        if len(readers[s]) > 1 and single.cost > FREE_COST:
+            continue
+        targets = [nodes[r] for r in readers[s]]
+        if any(reader.cls in single.kids for reader in targets):
+            continue
+        for d in single.kids:
+            readers[d].discard(id(single))
+            readers[d].update(id(reader) for reader in targets)
+            work.append(d)
+        for reader in targets:
+            reader.kids = (reader.kids - {s}) | single.kids
+            reader.cost += single.cost
+            reader.members = reader.members + single.members
+        del by_class[s], readers[s], nodes[id(single)]
+    return [node for nodes_of_c in by_class.values() for node in nodes_of_c], free
+
+
+def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, cutoff, rel_gap):
+    """Solve the MILP with HiGHS: (x or None, outcome).
+
+    scipy's ``milp`` takes no starting solution, so the start goes in through
+    the HiGHS binding scipy ships (``scipy.optimize._highspy``, pinned scipy):
+    HiGHS then holds a good incumbent from the first second and spends its time
+    on the bound.  Without that binding, ``milp`` with the start's cost as a
+    cut-off row.
+    """
+    integrality = np.concatenate([np.ones(n_x), np.zeros(len(cost) - n_x)])
+    try:
+        from scipy.optimize._highspy import _core as hc
+    except ImportError:
+        hc = None
+    if hc is not None and x0 is not None:
+        csc = a.tocsc()
+        lp = hc.HighsLp()
+        lp.num_col_, lp.num_row_ = csc.shape[1], csc.shape[0]
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, np.zeros(len(cost)), upper
+        lp.row_lower_, lp.row_upper_ = np.asarray(lo, float), np.asarray(hi, float)
+        lp.a_matrix_.format_ = hc.MatrixFormat.kColwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = csc.shape[1], csc.shape[0]
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = csc.indptr, csc.indices, csc.data
+        lp.integrality_ = [hc.HighsVarType.kInteger if i else hc.HighsVarType.kContinuous for i in integrality]
+        h = hc._Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("time_limit", max(time_limit_s, 0.01))
+        h.setOptionValue("mip_rel_gap", rel_gap)
+        h.passModel(lp)
+        start = hc.HighsSolution()
+        start.col_value, start.value_valid = list(x0), True
+        h.setSolution(start)
+        h.run()
+        status, info, solution = h.getModelStatus(), h.getInfo(), h.getSolution()
+        x = np.asarray(solution.col_value) if solution.value_valid else None
+        outcome = {"status": h.modelStatusToString(status), "gap": info.mip_gap, "bound": info.mip_dual_bound}
+        outcome["warm_start"] = True
+        return x, outcome
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import vstack
+
+    if math.isfinite(cutoff):
+        a = vstack([a, cost[None, :]]).tocsr()
+        lo, hi = list(lo) + [-math.inf], list(hi) + [cutoff + 1e-9]
+    res = milp(
+        cost,
+        constraints=[LinearConstraint(a, lo, hi)],
+        integrality=integrality,
+        bounds=Bounds(np.zeros(len(cost)), upper),
+        options={"time_limit": max(time_limit_s, 0.01), "mip_rel_gap": rel_gap, "disp": False},
+    )
+    status = {0: "Optimal", 1: "Time limit reached", 2: "Infeasible"}.get(res.status, res.message)
+    outcome = {"status": status, "gap": getattr(res, "mip_gap", None), "bound": getattr(res, "mip_dual_bound", None)}
+    outcome["warm_start"] = False
+    return res.x, outcome
+
+
+@_gc_paused
 def ilp(
     snap: Snapshot,
     node_cost: NodeCost,
     roots: list[int],
     time_limit_s: float = 30.0,
     start: dict[int, ENode] | None = None,
+    shrink: bool = True,
+    info: dict | None = None,
+    rel_gap: float = 1e-4,
 ) -> dict[int, ENode]:
-    """The DAG-cost optimum by mixed-integer programming (HiGHS via scipy)."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    """The DAG-cost optimum by mixed-integer programming (HiGHS).
+
+    The solver stops once its answer is within ``rel_gap`` of its bound (HiGHS's
+    default 1e-4: optimal for our purposes; 1e-2 is much faster on large e-graphs).
+
+    The start (by default ``dag_local``'s answer) is the solver's first
+    incumbent, and what comes back when the solver finds nothing better in time.
+    ``info``, when given, is filled with the problem size and the solver's outcome.
+    """
     from scipy.sparse import coo_matrix
 
-    start = start if start is not None else greedy_dag(snap, node_cost, roots)
+    deadline = time.perf_counter() + time_limit_s
+    g = _Graph(snap, node_cost, roots)
+    greedy, best = _greedy_dag(g)
+    if start is None:
+        start = g.choice(_improve(g, greedy, best, min(1.0, time_limit_s / 10)))
     start_cost = _choice_cost(snap, start, roots, node_cost)
-    classes = _reachable_classes(snap, roots)
-    index = {c: i for i, c in enumerate(classes)}
-    nodes: list[tuple[int, ENode]] = []
-    for c in classes:
-        for node in snap.classes[c]:
-            if c not in node.children:  # a node that needs its own class never helps
-                nodes.append((c, node))
-    n_x, n_t = len(nodes), len(classes)
-    big_m = float(n_t)
-    cost = np.array([node_cost(c, n) for c, n in nodes] + [0.0] * n_t)
+    nodes, fixed = _ilp_nodes(g, set(greedy), shrink)
+    classes = sorted({node.cls for node in nodes})
+    n_x = len(nodes)
+    by_class: dict[int, list[int]] = {c: [] for c in classes}
+    for j, node in enumerate(nodes):
+        by_class[node.cls].append(j)
+    # ordering variables (acyclicity) only where a cycle is possible: inside a component
+    if shrink:
+        comp = _components(classes, lambda c: [d for j in by_class[c] for d in nodes[j].kids if d in by_class])
+        sizes: dict[int, int] = {}
+        for c in classes:
+            sizes[comp[c]] = sizes.get(comp[c], 0) + 1
+        ordered = [c for c in classes if sizes[comp[c]] > 1]
+    else:
+        comp, ordered = {c: 0 for c in classes}, classes
+    order = {c: n_x + i for i, c in enumerate(ordered)}
+    n_t = len(ordered)
+    big_m = float(max(n_t, 1))
+    cost = np.array([node.cost for node in nodes] + [0.0] * n_t)
     rows, cols, vals, lo, hi = [], [], [], [], []
     r = 0
 
@@ -170,43 +756,70 @@ def ilp(
         hi.append(high)
         r += 1
 
-    by_class: dict[int, list[int]] = {c: [] for c in classes}
-    for j, (c, _) in enumerate(nodes):
-        by_class[c].append(j)
-    for root in set(roots):  # every root class is computed
+    infeasible = False
+    for root in set(roots) - set(fixed):  # every root class is computed
+        if root not in by_class:
+            infeasible = True
+            break
         add_row([(j, 1.0) for j in by_class[root]], 1.0, math.inf)
     for c in classes:  # at most one node per class
         if len(by_class[c]) > 1:
             add_row([(j, 1.0) for j in by_class[c]], 0.0, 1.0)
-    for j, (c, node) in enumerate(nodes):
-        for child in set(node.children):
+    for j, node in enumerate(nodes):
+        for child in node.kids:
             # a chosen node needs its child class computed ...
-            add_row([(j, -1.0)] + [(k, 1.0) for k in by_class[child]], 0.0, math.inf)
+            add_row([(j, -1.0)] + [(k, 1.0) for k in by_class.get(child, [])], 0.0, math.inf)
             # ... and earlier in a topological order: t_c - t_child >= 1 - M (1 - x_j)
-            add_row([(n_x + index[c], 1.0), (n_x + index[child], -1.0), (j, -big_m)], 1.0 - big_m, math.inf)
-    if math.isfinite(start_cost):  # the greedy answer bounds the search
-        add_row([(j, cost[j]) for j in range(n_x)], -math.inf, start_cost + 1e-9)
-    a = coo_matrix((vals, (rows, cols)), shape=(r, n_x + n_t)).tocsr()
-    integrality = np.concatenate([np.ones(n_x), np.zeros(n_t)])
-    bounds = Bounds(np.zeros(n_x + n_t), np.concatenate([np.ones(n_x), np.full(n_t, big_m)]))
-    t = time.perf_counter()
-    res = milp(
-        cost,
-        constraints=[LinearConstraint(a, lo, hi)],
-        integrality=integrality,
-        bounds=bounds,
-        options={"time_limit": max(time_limit_s, 0.01), "disp": False},
-    )
-    log.debug("ILP: %d nodes, %d classes, status %s in %.2f s", n_x, n_t, res.status, time.perf_counter() - t)
-    if res.x is None:
-        return start
-    chosen: dict[int, ENode] = {}
-    for j, (c, node) in enumerate(nodes):
-        if res.x[j] > 0.5:
-            chosen[c] = node
+            if node.cls in order and comp.get(child) == comp[node.cls]:
+                add_row([(order[node.cls], 1.0), (order[child], -1.0), (j, -big_m)], 1.0 - big_m, math.inf)
+    stats = {"ilp_nodes": n_x, "ilp_classes": len(classes), "ilp_rows": r, "fixed_classes": len(fixed)}
+    x, t = None, time.perf_counter()
+    if n_x and not infeasible:
+        a = coo_matrix((vals, (rows, cols)), shape=(r, n_x + n_t)).tocsr()
+        x0 = _start_vector(start, roots, nodes, by_class, order, n_t, a, lo, hi)
+        upper = np.concatenate([np.ones(n_x), np.full(n_t, big_m)])
+        x, outcome = _solve(cost, a, lo, hi, n_x, upper, deadline - t, x0, start_cost, rel_gap)
+        stats.update(outcome)
+    stats["solve_s"] = round(time.perf_counter() - t, 3)
+    log.debug("ILP: %s", stats)
+    if info is not None:
+        info.update(stats)
+    chosen_index = dict(fixed)
+    if x is not None:
+        for j, node in enumerate(nodes):
+            if x[j] > 0.5:
+                chosen_index.update(node.members)
+    chosen = g.choice(chosen_index)
     if _choice_cost(snap, chosen, roots, node_cost) < start_cost:
         return chosen
     return start
+
+
+def _start_vector(start, roots, nodes, by_class, order, n_t, a, lo, hi):
+    """The start as a solution of the ILP, or None where it is not one.
+
+    A class of the start's DAG takes a column whose child classes are all in the
+    start's DAG (its own node, or what replaced it when shrinking), the cheapest.
+    """
+    try:
+        live = topological_order(roots, lambda c: start[c].children)
+    except Unsupported:
+        return None
+    rank = {c: i for i, c in enumerate(live)}
+    x0 = np.zeros(len(nodes) + n_t)
+    for c in live:
+        if c not in by_class:
+            continue
+        fits = [j for j in by_class[c] if all(d in rank and rank[d] < rank[c] for d in nodes[j].kids)]
+        if not fits:
+            return None
+        x0[min(fits, key=lambda j: nodes[j].cost)] = 1.0
+    for i, c in enumerate(c for c in live if c in order):  # children first, within 0..n_t-1
+        x0[order[c]] = i
+    ax = a @ x0
+    if np.any(ax < np.asarray(lo) - 1e-9) or np.any(ax > np.asarray(hi) + 1e-9):
+        return None
+    return x0
 
 
 def extract(
@@ -220,6 +833,8 @@ def extract(
         choice = greedy_tree(snap, node_cost)
     elif method == "dag_greedy":
         choice = greedy_dag(snap, node_cost, roots)
+    elif method == "dag_local":
+        choice = dag_local(snap, node_cost, roots, time_limit_s)
     elif method == "ilp":
         choice = ilp(snap, node_cost, roots, time_limit_s)
     else:
