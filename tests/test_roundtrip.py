@@ -75,7 +75,21 @@ def _nhwc_graph():
     return module([x, w], body)
 
 
-GRAPHS = {"conv": _conv_graph, "dense": _dense_graph, "nhwc": _nhwc_graph}
+def _pad_graph():
+    """Zero constant-mode pad (native; other values and modes stay opaque) and full."""
+    x = tensor("x", (2, 3, 5))
+
+    def body(bb, x):
+        p = bb.emit(R.nn.pad(x, pad_width=[0, 0, 1, 2, 0, 3]))
+        f = bb.emit(R.full((2, 6, 8), relax.const(0.5, "float32"), "float32"))
+        g = bb.emit(R.full((8,), relax.const(-2.0, "float32")))  # dtype from the fill value
+        w = bb.emit(R.nn.pad(const((4, 3, 1, 1)), pad_width=[0, 0, 0, 0, 1, 1, 0, 2]))
+        return relax.Tuple([R.add(R.add(p, f), g), w])
+
+    return module([x], body)
+
+
+GRAPHS = {"conv": _conv_graph, "dense": _dense_graph, "nhwc": _nhwc_graph, "pad": _pad_graph}
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))

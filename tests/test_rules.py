@@ -8,6 +8,9 @@ from tvm.relax import op as R
 
 from tvm_eqsat.rules import load_library
 
+import tvm_eqsat
+from tvm_eqsat import graph
+
 from helpers import assert_close, const, module, rewritten_variant, tensor
 
 
@@ -209,6 +212,177 @@ def concat_of_split(seed, positive):
     return module([x], body), ["concat-of-split"]
 
 
+# ---- conv family
+
+
+def conv2d_enlarge(seed, positive):
+    """A smaller-kernel conv and a sibling with a larger kernel whose padding exceeds
+    its own by the kernel difference (split asymmetrically, times the dilation)."""
+    rng = _rng(seed)
+    cin, size = int(rng.integers(2, 5)), int(rng.integers(8, 12))
+    stride, dil = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    k1 = [int(k) for k in rng.integers(1, 3, 2)]
+    grow = [2, int(rng.integers(0, 3))]  # at least one axis grows
+    k2 = [a + g for a, g in zip(k1, grow)]
+    pad1 = [int(p) for p in rng.integers(0, 2, 4)]  # top, left, bottom, right
+    before = [int(rng.integers(0, g + 1)) for g in grow]
+    pad2 = [pad1[0] + before[0] * dil, pad1[1] + before[1] * dil,
+            pad1[2] + (grow[0] - before[0]) * dil, pad1[3] + (grow[1] - before[1]) * dil]
+    if not positive:  # the sibling's padding does not cover the kernel difference
+        pad2 = list(pad1)
+    x = tensor("x", (1, cin, size, size))
+    w1 = const((3, cin, *k1), seed=seed)
+    w2 = const((4, cin, *k2), seed=seed + 1)
+
+    def body(bb, x):
+        a = bb.emit(R.nn.conv2d(x, w1, strides=stride, padding=pad1, dilation=dil))
+        b = bb.emit(R.nn.conv2d(x, w2, strides=stride, padding=pad2, dilation=dil))
+        return relax.Tuple([a, b])
+
+    return module([x], body), ["conv2d-enlarge"]
+
+
+def conv2d_add_weights(seed, positive):
+    rng = _rng(seed)
+    cin, size = int(rng.integers(2, 5)), int(rng.integers(6, 10))
+    stride, pad = int(rng.integers(1, 3)), int(rng.integers(0, 2))
+    x = tensor("x", (1, cin, size, size))
+    ws = [tensor("w1", (4, cin, 3, 3)), tensor("w2", (4, cin, 3, 3))]
+    # seed 0: constant weights; seed 1: weights as parameters (the rule needs no constants)
+    weights = [const((4, cin, 3, 3), seed=seed + i) for i in range(2)] if seed == 0 else ws
+    # negative: the second conv has a 1x1 kernel without padding (same output shape)
+    w2, pad2 = (weights[1], pad) if positive else (const((4, cin, 1, 1), seed=seed + 5), 0)
+    pad1 = pad if positive else 1
+
+    def body(bb, x, *_):
+        a = bb.emit(R.nn.conv2d(x, weights[0], strides=stride, padding=pad1))
+        b = bb.emit(R.nn.conv2d(x, w2, strides=stride, padding=pad2))
+        return R.add(a, b)
+
+    return module([x] + (ws if seed != 0 else []), body), ["conv2d-add-weights"]
+
+
+def conv2d_mul_channel(seed, positive):
+    rng = _rng(seed)
+    cin, cout, size = int(rng.integers(2, 5)), int(rng.integers(2, 6)), int(rng.integers(6, 10))
+    groups = 1 if seed == 0 else cin
+    cout = cout * groups
+    x = tensor("x", (1, cin, size, size))
+    w = const((cout, cin // groups, 3, 3), seed=seed)
+    # negative: a scale that varies over space, not per channel
+    scale = const((1, cout, 1, 1) if positive else (1, cout, size - 2, size - 2), seed=seed + 1)
+
+    def body(bb, x):
+        y = bb.emit(R.nn.conv2d(x, w, groups=groups))
+        return R.multiply(y, scale)
+
+    return module([x], body), ["conv2d-mul-channel"]
+
+
+def _bn_consts(c, seed):
+    rng = _rng(seed)
+    gamma, beta, mean = (relax.const(rng.standard_normal(c).astype("float32")) for _ in range(3))
+    var = relax.const(rng.uniform(0.5, 2.0, c).astype("float32"))
+    return gamma, beta, mean, var
+
+
+def conv2d_batch_norm_fold(seed, positive):
+    rng = _rng(seed)
+    cin, cout, size = int(rng.integers(2, 5)), int(rng.integers(2, 6)), int(rng.integers(6, 10))
+    stride, eps = int(rng.integers(1, 3)), [1e-5, 1e-3][seed % 2]
+    x = tensor("x", (1, cin, size, size))
+    wt = tensor("w", (cout, cin, 3, 3))
+    w = const((cout, cin, 3, 3), seed=seed) if positive else wt  # negative: weight not constant
+
+    def body(bb, x, *_):
+        y = bb.emit(R.nn.conv2d(x, w, strides=stride, padding=1))
+        bn = bb.emit(R.nn.batch_norm(y, *_bn_consts(cout, seed + 1), axis=1, epsilon=eps, training=False))
+        return R.nn.relu(relax.TupleGetItem(bn, 0))
+
+    return module([x] + ([] if positive else [wt]), body), ["conv2d-batch-norm-fold"]
+
+
+# ---- matmul family
+
+
+def _matmul_factor(side):
+    name = f"matmul-factor-{side}"
+
+    def build(seed, positive):
+        rng = _rng(seed)
+        m, k, n = (int(v) for v in rng.integers(2, 7, 3))
+        batched = seed == 1
+        a = tensor("a", (2, m, k) if batched else (m, k))
+        b = tensor("b", (k, n))
+        if side == "left":  # a @ b + a @ c; negative: c is (k, 1), the add broadcasts
+            c = tensor("c", (k, n) if positive else (k, 1))
+            body = lambda bb, a, b, c: R.add(bb.emit(R.matmul(a, b)), bb.emit(R.matmul(a, c)))  # noqa: E731
+        else:  # a @ b + c @ b; negative: c is (1, k) (a broadcast row), the add broadcasts
+            c = tensor("c", a.ty.shape if positive else (1, k))
+            body = lambda bb, a, b, c: R.add(bb.emit(R.matmul(a, b)), bb.emit(R.matmul(c, b)))  # noqa: E731
+        return module([a, b, c], body), [name]
+
+    return build
+
+
+def matmul_assoc_const(seed, positive):
+    rng = _rng(seed)
+    m, k, r, n = (int(v) for v in rng.integers(2, 7, 4))
+    x = tensor("x", (2, m, k) if seed == 1 else (m, k))
+    ct = tensor("c", (r, n))
+    c = const((r, n), seed=seed + 1) if positive else ct  # negative: c is not constant
+
+    def body(bb, x, *_):
+        return R.matmul(bb.emit(R.matmul(x, const((k, r), seed=seed))), c)
+
+    return module([x] + ([] if positive else [ct]), body), ["matmul-assoc-const"]
+
+
+def _matmul_transpose(rank):
+    def build(seed, positive):
+        rng = _rng(seed)
+        m, k, n = (int(v) for v in rng.integers(2, 7, 3))
+        batch = tuple(int(v) for v in rng.integers(1, 4, rank - 2))
+        a, b = tensor("a", batch + (m, k)), tensor("b", batch + (k, n))
+        swap = list(range(rank - 2)) + [rank - 1, rank - 2]
+        # negative: a permutation other than swapping the last two axes
+        axes = swap if positive else ([0, 1] if rank == 2 else [1, 0] + list(range(2, rank)))
+        body = lambda bb, a, b: R.permute_dims(bb.emit(R.matmul(a, b)), axes)  # noqa: E731
+        return module([a, b], body), [f"matmul-transpose-{rank}"]
+
+    return build
+
+
+# ---- slices
+
+
+def strided_slice_of_concat(seed, positive):
+    a, b, c = tensor("a", (3, 2)), tensor("b", (3, 5)), tensor("c", (3, 4))
+    if seed == 0:  # inside b, stride 2
+        begin, end, stride = 3, 7, 2
+    else:  # the tail of c, end past the axis (clamped)
+        begin, end, stride = 8, 2**63 - 1, 1
+    if not positive:  # straddles a and b
+        begin, end, stride = 1, 4, 1
+
+    def body(bb, a, b, c):
+        cat = bb.emit(R.concat([a, b, c], axis=1))
+        return R.nn.relu(bb.emit(R.strided_slice(cat, axes=[1], begin=[begin], end=[end], strides=[stride])))
+
+    return module([a, b, c], body), ["strided-slice-of-concat"]
+
+
+def strided_slice_identity(seed, positive):
+    x = tensor("x", (3, 6))
+    end = [6, 2**63 - 1][seed % 2]
+    begin = 0 if positive else 1
+
+    def body(bb, x):
+        return R.nn.relu(bb.emit(R.strided_slice(x, axes=[1], begin=[begin], end=[end])))
+
+    return module([x], body), ["strided-slice-identity"]
+
+
 BUILDERS = {
     **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
     **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
@@ -229,6 +403,16 @@ BUILDERS = {
     "add-over-split-last-axis": add_over_split_last_axis,
     "relu-over-split": _over_split(R.nn.relu, "relu-over-split"),
     "gelu-over-split": _over_split(R.nn.gelu, "gelu-over-split"),
+    "conv2d-enlarge": conv2d_enlarge,
+    "conv2d-add-weights": conv2d_add_weights,
+    "conv2d-mul-channel": conv2d_mul_channel,
+    "conv2d-batch-norm-fold": conv2d_batch_norm_fold,
+    "matmul-factor-left": _matmul_factor("left"),
+    "matmul-factor-right": _matmul_factor("right"),
+    "matmul-assoc-const": matmul_assoc_const,
+    **{f"matmul-transpose-{r}": _matmul_transpose(r) for r in (2, 3, 4)},
+    "strided-slice-of-concat": strided_slice_of_concat,
+    "strided-slice-identity": strided_slice_identity,
 }
 
 
@@ -251,3 +435,126 @@ def test_rule_does_not_fire_when_guard_is_false(name):
     mod, rules = BUILDERS[name](0, False)
     _, applied, _ = rewritten_variant(mod, rules)
     assert applied.get(name, 0) == 0, applied
+
+
+# ---- more guard violations for the rules with several guards: (rule, builder) pairs
+
+
+def _enlarge_pair(stride2=1, const1=True, dil=1, k1=1, pad1=0, pad2=1):
+    x, wt = tensor("x", (1, 3, 9, 9)), tensor("w", (2, 3, k1, k1))
+    w1 = const((2, 3, k1, k1)) if const1 else wt
+
+    def body(bb, x, *_):
+        a = bb.emit(R.nn.conv2d(x, w1, padding=pad1, dilation=dil))
+        b = bb.emit(R.nn.conv2d(x, const((4, 3, 3, 3), seed=1), strides=stride2, padding=pad2, dilation=dil))
+        return relax.Tuple([a, b])
+
+    return module([x] + ([] if const1 else [wt]), body), ["conv2d-enlarge"]
+
+
+def _bn_variant(training=False, axis=1, const_var=True):
+    x, vt = tensor("x", (1, 3, 6, 6)), tensor("v", (4 if axis == 1 else 6,))
+    c = 4 if axis == 1 else 6
+    gamma, beta, mean, var = _bn_consts(c, 0)
+    var = var if const_var else vt
+
+    def body(bb, x, *_):
+        y = bb.emit(R.nn.conv2d(x, const((4, 3, 3, 3)), padding=1))
+        bn = bb.emit(R.nn.batch_norm(y, gamma, beta, mean, var, axis=axis, training=training))
+        return R.nn.relu(relax.TupleGetItem(bn, 0))
+
+    return module([x] + ([] if const_var else [vt]), body), ["conv2d-batch-norm-fold"]
+
+
+def _slice_variant(axis, begin):
+    a, b = tensor("a", (3, 2)), tensor("b", (3, 5))
+
+    def body(bb, a, b):
+        cat = bb.emit(R.concat([a, b], axis=1))
+        return R.nn.relu(bb.emit(R.strided_slice(cat, axes=[axis], begin=[begin], end=[begin + 1])))
+
+    return module([a, b], body), ["strided-slice-of-concat"]
+
+
+def _assoc_nonconst_middle():
+    x, bt = tensor("x", (3, 4)), tensor("b", (4, 5))
+    body = lambda bb, x, b: R.matmul(bb.emit(R.matmul(x, b)), const((5, 2)))  # noqa: E731
+    return module([x, bt], body), ["matmul-assoc-const"]
+
+
+def _add_weights_other_inputs():
+    x, y = tensor("x", (1, 3, 6, 6)), tensor("y", (1, 3, 6, 6))
+    w = const((4, 3, 3, 3))
+    body = lambda bb, x, y: R.add(bb.emit(R.nn.conv2d(x, w)), bb.emit(R.nn.conv2d(y, w)))  # noqa: E731
+    return module([x, y], body), ["conv2d-add-weights"]
+
+
+MORE_NEGATIVES = {
+    "enlarge-other-stride": lambda: _enlarge_pair(stride2=2),
+    "enlarge-weight-not-constant": lambda: _enlarge_pair(const1=False),
+    "enlarge-pad-not-a-multiple-of-dilation": lambda: _enlarge_pair(dil=2, pad2=3),
+    "enlarge-odd-difference-symmetric-pad": lambda: _enlarge_pair(k1=2, pad1=0, pad2=1),
+    "bn-fold-training": lambda: _bn_variant(training=True),
+    "bn-fold-axis-not-channels": lambda: _bn_variant(axis=2),
+    "bn-fold-var-not-constant": lambda: _bn_variant(const_var=False),
+    "slice-other-axis": lambda: _slice_variant(0, 1),
+    "slice-negative-begin": lambda: _slice_variant(1, -3),
+    "assoc-middle-not-constant": _assoc_nonconst_middle,
+    "add-weights-other-inputs": _add_weights_other_inputs,
+}
+
+
+@pytest.mark.parametrize("case", sorted(MORE_NEGATIVES))
+def test_rule_does_not_fire_on_other_guard_violations(case):
+    mod, rules = MORE_NEGATIVES[case]()
+    _, applied, _ = rewritten_variant(mod, rules)
+    assert not any(applied.get(r, 0) for r in rules), applied
+
+
+def _fire(x_shape=(1, 8, 9, 9), squeeze=4, expand=(6, 5), seed=0):
+    """SqueezeNet's fire module as PyTorch imports it: squeeze 1x1 + bias + relu, then
+    expand 1x1 and expand 3x3 (padding 1), each + bias + relu, concatenated."""
+    x = tensor("x", x_shape)
+    cin = x_shape[1]
+
+    def conv_relu(bb, inp, cout, cin, k, s):
+        y = bb.emit(R.nn.conv2d(inp, const((cout, cin, k, k), seed=s), padding=k // 2))
+        bias = bb.emit(R.reshape(const((cout,), seed=s + 100), (1, cout, 1, 1)))
+        return bb.emit(R.nn.relu(bb.emit(R.add(y, bias))))
+
+    def body(bb, x):
+        s = conv_relu(bb, x, squeeze, cin, 1, seed)
+        e1 = conv_relu(bb, s, expand[0], squeeze, 1, seed + 1)
+        e3 = conv_relu(bb, s, expand[1], squeeze, 3, seed + 2)
+        return R.concat([e1, e3], axis=1)
+
+    return module([x], body)
+
+
+def _runtime_ops(mod) -> dict[str, int]:
+    """Native ops of main's block that are not computed from constants alone."""
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    counts: dict[str, int] = {}
+    for nid in g.reachable():
+        n = g.nodes[nid]
+        if not n.is_const and n.op not in ("Input", "Const"):
+            counts[n.op] = counts.get(n.op, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fire_module_expands_become_one_conv(seed):
+    """conv2d-enlarge pads the 1x1 expand to 3x3, conv2d-merge merges it with the 3x3,
+    the biases and relus move before the split (add-over-split, relu-over-split) and
+    concat-of-split removes the split/concat pair: squeeze conv + one expand conv."""
+    mod = _fire(seed=seed)
+    assert _runtime_ops(mod)["Conv2d"] == 3
+    new, report = tvm_eqsat.optimize(mod, "llvm")
+    fn = report.functions["main"]
+    assert fn.changed and fn.cost_after < fn.cost_before
+    for rule in ("conv2d-enlarge", "conv2d-merge", "add-over-split", "relu-over-split", "concat-of-split"):
+        assert fn.rules_applied.get(rule, 0) > 0, fn.rules_applied
+    ops = _runtime_ops(new)
+    assert ops["Conv2d"] == 2 and "Concat" not in ops and "Split" not in ops, ops
+    assert ops["Relu"] == 2 and ops["Add"] == 2, ops
+    assert_close(mod, new, rtol=1e-5)

@@ -108,6 +108,16 @@ def _shape_rules() -> list[str]:
         "(= n (vec-length sx)) (> n 2) (= (vec-pop (vec-pop sx)) (vec-pop (vec-pop sy)))) "
         "((set (shape e) (vec-set sx (- n 1) (vec-get sy (- n 1))))) :ruleset analysis)"
     )
+    for rank in range(1, 7):  # pad: each dim grows by its (before, after) widths
+        dims = " ".join(
+            f"(+ (vec-get s {i}) (+ (vec-get p {2 * i}) (vec-get p {2 * i + 1})))" for i in range(rank)
+        )
+        rules.append(
+            f"(rule ((= e (Pad x p)) (= s (shape x)) (= {rank} (vec-length s))) "
+            f"((set (shape e) (vec-of {dims}))) :ruleset analysis)"
+        )
+    rules.append("(rule ((= e (Pad x p)) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)")
+    rules.append("(rule ((= e (Full s v d))) ((set (shape e) s) (set (dtype e) d)) :ruleset analysis)")
     rules.extend(_structural_shape_rules())
     rules.append('(rule ((= e (Matmul x y "")) (= d (dtype x))) ((set (dtype e) d)) :ruleset analysis)')
     rules.append(
@@ -157,6 +167,12 @@ def _structural_shape_rules() -> list[str]:
         f"(rule ((= e (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (= n (axis-sum l ax))) "
         f"((set (shape e) (vec-set s ax n))) {a})",
         f"(rule ((= e (Concat l ax)) (= l (TCons h t)) (= d (dtype h))) ((set (dtype e) d)) {a})",
+        # the parts of a concat with their offsets along its axis: (concat-walk e l ax off)
+        # says the list suffix l of concat e starts at offset off (for slice rules)
+        "(relation concat-walk (T TList i64 i64))",
+        f"(rule ((= e (Concat l ax))) ((concat-walk e l ax 0)) {a})",
+        f"(rule ((concat-walk e l ax off) (= l (TCons h t)) (= s (shape h))) "
+        f"((concat-walk e t ax (+ off (vec-get s ax)))) {a})",
         # split parts: [0, i0), [i0, i1), ..., [i_last, dim)
         f"(rule ((= e (TGet p 0)) (= p (Split x ind ax)) (= s (shape x)) (> (vec-length ind) 0)) "
         f"((set (shape e) (vec-set s ax (vec-get ind 0)))) {a})",
@@ -248,14 +264,14 @@ def language() -> str:
             f"(rule ((load-{name} id {' '.join(load_args)}) {' '.join(guards)}) "
             f"((union (Ref id) ({name} {' '.join(pattern)}))) :ruleset load)"
         )
+        match_args = " ".join(f"c{i}" if s in (T, TLIST) else f"_x{i}" for i, s in enumerate(sorts))
         if const_conds:  # a value computed only from constants is constant
-            match_args = " ".join(
-                f"c{i}" if s in (T, TLIST) else f"_x{i}" for i, s in enumerate(sorts)
-            )
             out.append(
                 f"(rule ((= e ({name} {match_args})) {' '.join(const_conds)}) ((const e))"
                 " :ruleset analysis)"
             )
+        elif name in ops.BY_NAME:  # an op without tensor inputs (full) is a constant
+            out.append(f"(rule ((= e ({name} {match_args}))) ((const e)) :ruleset analysis)")
     out.extend(_shape_rules())
     return "\n".join(out)
 

@@ -22,6 +22,9 @@ KERNEL = "kernel"  # a real kernel of its own (matmul, conv, pooling, norms, red
 ELEMWISE = "elemwise"  # fused into its producer by FuseOps
 VIEW = "view"  # reshape-like; becomes a view or a trivial copy
 TUPLE = "tuple"  # tuple plumbing, no code
+# a kernel of its own that the learned model was not trained on (pad, full): the
+# roofline costs it; it is mostly applied to constants, which fold to nothing
+INJECTIVE = "injective"
 
 
 class NotNative(Exception):
@@ -202,6 +205,29 @@ def _read_batch_norm(call):
         bool(a.training),
     )
     return list(call.args[:5]), attrs
+
+
+def _read_pad(call):
+    """Zero padding in constant mode only; other values and modes stay opaque."""
+    a = call.attrs
+    if str(a.pad_mode) != "constant" or to_float(a.pad_value) != 0.0:
+        raise NotNative("pad with a mode other than constant zero")
+    width = to_ints(a.pad_width)
+    if len(width) != 2 * _rank(call.args[0]) or min(width, default=0) < 0:
+        raise NotNative("pad widths not one non-negative (before, after) pair per axis")
+    return [call.args[0]], (width,)
+
+
+def _read_full(call):
+    """A tensor filled with a scalar float constant of the result's dtype."""
+    fill = call.args[1]
+    if not isinstance(fill, tvm.ir.GenericConst):
+        raise NotNative("full with a non-constant fill value")
+    value = fill.value.numpy()
+    dtype = dtype_str(call.attrs.dtype) or str(value.dtype)
+    if value.ndim != 0 or str(value.dtype) != dtype or not dtype.startswith("float"):
+        raise NotNative("full with a fill value that is not a float scalar of the result dtype")
+    return [], (to_ints(call.args[0]), float(value), dtype)
 
 
 def _read_layer_norm(call):
@@ -481,6 +507,24 @@ SPECS: tuple[OpSpec, ...] = (
         _read_batch_norm,
         lambda xs, a: relax.op.nn.batch_norm(*xs, *a),
         KERNEL,
+    ),
+    _spec(
+        "Pad",
+        "relax.nn.pad",
+        1,
+        [("pad_width", IVEC)],
+        _read_pad,
+        lambda xs, a: relax.op.nn.pad(xs[0], list(a[0])),
+        INJECTIVE,
+    ),
+    _spec(
+        "Full",
+        "relax.full",
+        0,
+        [("shape", IVEC), ("value", F64), ("dtype", STR)],
+        _read_full,
+        lambda xs, a: relax.op.full(a[0], relax.const(a[1], a[2]), a[2]),
+        INJECTIVE,
     ),
     _spec(
         "LayerNorm",
