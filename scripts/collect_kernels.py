@@ -143,6 +143,19 @@ def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str
     return out
 
 
+def sample_per_model(items: list, n: int, seed: int) -> list:
+    """At most ``n`` items per model: a seeded sample, sources in the order model, rewrite, variant."""
+    rng = random.Random(seed)
+    order = {"model": 0, "rewrite": 1, "variant": 2}
+    out = []
+    for model in dict.fromkeys(m for m, _, _ in items):
+        mine = [it for it in items if it[0] == model]
+        rng.shuffle(mine)
+        mine.sort(key=lambda it: order.get(it[1], 3))
+        out.extend(mine[:n])
+    return out
+
+
 def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
     items = gather(args.models, args.variants, args.seed)[: args.limit]
     failures = 0
@@ -165,6 +178,8 @@ def main() -> None:
     p.add_argument("--models", nargs="+", default=["bert-base", "resnet50"])
     p.add_argument("--variants", type=int, default=1, help="random shape variants per model kernel")
     p.add_argument("--limit", type=int, default=None, help="measure at most this many new workloads")
+    p.add_argument("--per-model", type=int, default=None,
+                   help="at most this many new workloads per model (a seeded sample, the model's own kernels first)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="CSV (default cost_models/<target>/dataset.csv)")
     p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
@@ -198,6 +213,8 @@ def main() -> None:
             item for item in gather(args.models, args.variants, args.seed)
             if (item[2].key(), flow, str(args.trials)) not in done
         ]
+    if args.per_model is not None:
+        todo = sample_per_model(todo, args.per_model, args.seed)
     if args.limit is not None:
         todo = todo[: args.limit]
     out.parent.mkdir(parents=True, exist_ok=True)
