@@ -60,6 +60,16 @@ def held_out_by_model(samples, rounds: int) -> tuple[np.ndarray, np.ndarray, lis
     return y, pred, list(groups), per_model
 
 
+def roofline_us(samples, target: str) -> np.ndarray:
+    """The analytic model's costs for the same kernels (its baseline ranking)."""
+    from tvm_eqsat.cost import RooflineCostModel
+
+    model = RooflineCostModel(target)
+    return np.array([
+        model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples
+    ])
+
+
 def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> dict:
     """Random k-fold over kernels (in-distribution accuracy, for comparison)."""
     x = sample_features(samples)
@@ -117,6 +127,7 @@ def main() -> None:
     y, pred, groups, per_model = held_out_by_model(samples, args.rounds)
     overall = metrics(y, pred)
     kfold = k_fold(samples, args.rounds)
+    roofline = metrics(y, roofline_us(samples, args.target))
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(samples, args.rounds if base is None else max(args.rounds // 4, 50), base=base)
     metadata = {
@@ -158,6 +169,7 @@ def main() -> None:
         "| split | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
         "|---|---|---|---|---|---|---|---|",
         _row("5-fold", kfold),
+        _row("roofline (no training)", roofline),
         "",
         "Targets (issue): Spearman >= 0.95, >= 90% within 20%.",
         "",
