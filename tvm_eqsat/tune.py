@@ -13,6 +13,7 @@ and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
@@ -177,10 +179,46 @@ def open_database(work_dir: str | os.PathLike) -> ms.Database:
     )
 
 
+BUDGETS = "tvm_eqsat_budgets.json"  # task key -> the largest trial budget it was tuned with
+
+
+def _task_key(task) -> str:
+    return f"{task.task_name}-{tvm_ffi.structural_hash(task.dispatched[0]) & 0xFFFFFFFFFFFF:x}"
+
+
+def _read_budgets(work_dir) -> dict[str, int]:
+    path = Path(work_dir) / BUDGETS
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def _tuned_trials(database: ms.Database, task_mod: tvm.IRModule) -> int:
     if not database.has_workload(task_mod):
         return 0
     return len(database.get_top_k(database.commit_workload(task_mod), 1 << 20))
+
+
+def _tune_contexts(tasks, num_threads: int, seed: int):
+    """TuneContexts logging to ``tvm_eqsat.meta_schedule`` (MetaSchedule's own per-task
+    file loggers break on a second call in a process that has other log handlers)."""
+    from tvm.s_tir.meta_schedule.utils import fork_seed
+
+    logger = logging.getLogger("tvm_eqsat.meta_schedule")
+    contexts, weights = [], []
+    for task, rand_state in zip(tasks, fork_seed(seed, n=len(tasks))):
+        contexts.append(
+            ms.TuneContext(
+                mod=task.dispatched[0],
+                target=task.target,
+                space_generator="post-order-apply",
+                search_strategy="evolutionary",
+                task_name=task.task_name,
+                logger=logger,
+                rand_state=rand_state,
+                num_threads=num_threads,
+            ).clone()
+        )
+        weights.append(float(task.weight))
+    return contexts, weights
 
 
 def tune(
@@ -195,7 +233,8 @@ def tune(
 ) -> ms.Database:
     """Tune every fused kernel of ``mod`` with ``trials`` candidates each.
 
-    Kernels that already have ``trials`` records in the database are skipped, so
+    Kernels already tuned with at least ``trials`` (records in the database, or a
+    recorded budget for kernels with fewer possible schedules) are skipped, so
     re-running with the same budget is free and a larger budget only adds trials.
     """
     use_all_cores()
@@ -203,13 +242,15 @@ def tune(
     database = open_database(work_dir)
     fused = fuse_for_tuning(mod, target)
     tasks = ms.relax_integration.extract_tasks(fused, target)
-    todo = [t for t in tasks if _tuned_trials(database, t.dispatched[0]) < trials]
+    budgets = _read_budgets(work_dir)
+    todo = [
+        t for t in tasks
+        if budgets.get(_task_key(t), 0) < trials and _tuned_trials(database, t.dispatched[0]) < trials
+    ]
     log.info("tuning %d of %d kernels, %d trials each", len(todo), len(tasks), trials)
     if not todo:
         return database
-    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        todo, work_dir=str(work_dir), strategy="evolutionary", num_threads=available_cores(), seed=seed
-    )
+    contexts, weights = _tune_contexts(todo, available_cores(), seed)
     evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
     ms.tune_tasks(
         tasks=contexts,
@@ -224,6 +265,9 @@ def tune(
         measure_callbacks="default",
         task_scheduler="round-robin",
     )
+    # kernels with fewer schedules than ``trials`` never fill the database: remember the budget
+    budgets.update({_task_key(t): max(trials, budgets.get(_task_key(t), 0)) for t in todo})
+    (Path(work_dir) / BUDGETS).write_text(json.dumps(budgets, indent=0, sort_keys=True))
     return database
 
 

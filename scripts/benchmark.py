@@ -1,0 +1,764 @@
+"""End-to-end benchmark: stock TVM vs. TVM's CombineParallelMatmul vs. tvm-eqsat, per model.
+
+For each model and target three variants are built and timed against each other:
+
+* ``stock``      the module as imported, then ``relax.get_default_pipeline(target)``;
+* ``stock+cpm``  ``relax.transform.CombineParallelMatmul()`` first (TVM's nearest built-in
+                 graph rewrite), then the same build.  CPM only matches weights that are
+                 function parameters and matmuls that read the very same variable, so it is
+                 given the preparation TVM users give it: ``FoldConstant`` and
+                 ``EliminateCommonSubexpr``, bound weights lifted to parameters for the pass
+                 and bound back after it;
+* ``eqsat``      ``tvm_eqsat.optimize(mod, target)`` first (its report is recorded: pass
+                 seconds, e-nodes, rules applied, predicted cost before/after), then the same build.
+
+Flows: ``default`` builds with the stock pipeline (untuned loops on llvm, dlight on CUDA);
+``tuned`` tunes every variant's kernels with MetaSchedule (same per-kernel trial budget for
+all variants, one shared database in ``--work-dir`` so kernels common to the variants are
+tuned once and reruns are cheap) and builds with the database.
+
+Every variant runs on the model's (random) example inputs: its outputs are compared with
+stock's (max abs / relative diff) and with PyTorch eager's where the model has a torch
+source.  Latency comes from ``time_evaluator`` after a warm-up, the variants (and PyTorch
+eager, as context) interleaved in rounds whose order rotates (A B C, B C A, ...), so that
+machine drift hits all of them alike; each sample repeats the model until it lasts
+``--min-ms``; the median, p10 and p90 of ``--repeat`` samples are reported.
+
+Results go to ``benchmarks/results/<target>-<flow>[-small].{csv,json,md,png}`` (or
+``--out-dir``): one CSV row per model and variant, appended as each model finishes; models
+whose rows are all there are skipped unless ``--force``.  A model that fails to import or
+to build is logged and skipped.
+
+    python scripts/benchmark.py --small --flow default                   # ten small models, llvm
+    python scripts/benchmark.py --small --flow tuned --trials 8 --models nasrnn bert-base
+    python scripts/benchmark.py --flow tuned --trials 64                 # full-size suite (hours)
+    python scripts/benchmark.py --target cuda --small --dry-run          # compile for sm_90 here (no GPU)
+    python scripts/benchmark.py --target cuda --flow default --out-dir $OUT   # on the GPU machine
+"""
+
+from __future__ import annotations
+
+import os
+
+# PyTorch eager (timed as context) reads this when it starts its OpenMP pool: without it
+# the idle OpenMP threads spin and steal the 2 cores from TVM's threads.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import datetime  # noqa: E402
+import importlib.metadata  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import math  # noqa: E402
+import platform  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+import warnings  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tvm  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+from tvm import relax  # noqa: E402
+
+import tvm_eqsat  # noqa: E402
+from tvm_eqsat import models, tune  # noqa: E402
+
+log = logging.getLogger("benchmark")
+
+ROOT = Path(__file__).resolve().parent.parent
+MS_LOG_LEVEL = logging.WARNING  # MetaSchedule's console output; INFO with --verbose
+VARIANTS = ("stock", "stock+cpm", "eqsat")
+FIELDS = [
+    "model", "variant", "median_ms", "p10_ms", "p90_ms", "max_abs_diff", "pass_seconds",
+    "max_rel_diff", "torch_max_rel_diff", "speedup_vs_stock", "predicted_speedup", "changed",
+    "enodes", "rules_fired", "torch_ms", "trials", "build_seconds", "tune_seconds",
+    "repeat", "number", "config", "notes", "sources",
+]  # fmt: skip
+
+
+# ---------------------------------------------------------------- variants
+
+
+@dataclass
+class Variant:
+    """One rewritten module and what the rewrite did."""
+
+    name: str
+    mod: tvm.IRModule
+    pass_seconds: float = 0.0
+    changed: bool = False
+    predicted_speedup: float | None = None
+    enodes: int | None = None
+    rules_fired: str = ""
+    notes: str = ""  # why the pass stopped or left blocks alone
+    report: dict | None = None
+    ex: Any = None  # the executable, once built
+    build_seconds: float = 0.0
+    tune_seconds: float = 0.0
+
+
+def _count_op(mod: tvm.IRModule, op_name: str) -> int:
+    n = 0
+    for _, func in mod.functions.items():
+        if isinstance(func, relax.Function) and isinstance(func.body, relax.SeqExpr):
+            for block in func.body.blocks:
+                for b in block.bindings:
+                    v = b.value
+                    n += isinstance(v, relax.Call) and getattr(v.op, "name", "") == op_name
+    return n
+
+
+@relax.expr_functor.mutator
+class _LiftConstants(relax.expr_functor.PyExprMutator):
+    """Bound tensor constants -> fresh variables (CombineParallelMatmul only merges weights
+    that are variables; on a bound constant it stops with "Cannot treat ir.GenericConst as ir.Var")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lifted: list[tuple[relax.Var, Any]] = []
+
+    def visit_generic_const_(self, op):
+        data = op.value
+        if len(data.shape) == 0:
+            return op
+        var = relax.Var(f"cpm_w{len(self.lifted)}", relax.TensorType(list(data.shape), str(data.dtype)))
+        self.lifted.append((var, data))
+        return var
+
+
+def combine_parallel_matmul(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """TVM's CombineParallelMatmul with its preparation (see the module docstring)."""
+    with target, tvm.transform.PassContext(opt_level=3):
+        mod = relax.transform.EliminateCommonSubexpr()(relax.transform.FoldConstant()(mod))
+    out = mod.clone()
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or func.attrs and "num_input" in func.attrs:
+            continue
+        lift = _LiftConstants()
+        body = lift.visit_expr(func.body)
+        if not lift.lifted:
+            continue
+        lifted = relax.Function([*func.params, *(v for v, _ in lift.lifted)], body, func.ret_ty, func.is_pure, func.attrs)
+        one = tvm.IRModule({gv: lifted.with_attr("num_input", len(func.params))})
+        one = relax.transform.CombineParallelMatmul()(one)
+        one = relax.transform.BindParams(gv.name_hint, dict(lift.lifted))(one)
+        out[gv] = one[gv].without_attr("num_input")
+    return out
+
+
+def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, time_limit_s: float) -> Variant:
+    """The module of one variant (before the build), with what its rewrite did."""
+    if name == "stock":
+        return Variant(name, mod)
+    t = time.perf_counter()
+    if name == "stock+cpm":
+        new = combine_parallel_matmul(mod, target)
+        before, after = _count_op(mod, "relax.matmul"), _count_op(new, "relax.matmul")
+        return Variant(name, new, time.perf_counter() - t, changed=after != before,
+                       rules_fired=f"matmuls:{before}->{after}")
+    if name == "eqsat":
+        new, report = tvm_eqsat.optimize(mod, target, time_limit_s=time_limit_s)
+        fns = report.functions.values()
+        rules: dict[str, int] = {}
+        for f in fns:
+            for rule, n in f.rules_applied.items():
+                rules[rule] = rules.get(rule, 0) + n
+        before, after = sum(f.cost_before for f in fns), sum(f.cost_after for f in fns)
+        return Variant(
+            name, new, report.seconds, changed=any(f.changed for f in fns),
+            predicted_speedup=before / after if after > 0 else 1.0,
+            enodes=sum(f.enodes for f in fns),
+            rules_fired=";".join(f"{r}:{n}" for r, n in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))),
+            notes=" | ".join(s for f in fns for s in [f.stop_reason, *f.skipped] if s)[:500],
+            report=report.to_dict(),
+        )
+    raise ValueError(f"unknown variant {name!r}")
+
+
+# ---------------------------------------------------------------- building
+
+
+def make_target(kind: str, arch: str) -> tvm.target.Target:
+    """llvm with ``num-cores`` (MetaSchedule needs it; the default flow ignores it), or CUDA."""
+    if kind == "llvm":
+        return tune.tuning_target({"kind": "llvm"})
+    return tvm.target.Target({"kind": "cuda", "arch": arch})
+
+
+def build_variant(v: Variant, target: tvm.target.Target, flow: str, trials: int, work_dir: str,
+                  dry_run: bool = False) -> None:
+    """Compile ``v.mod`` with the flow (tuning first for ``tuned``, except in a dry run)."""
+    db = None
+    if flow == "tuned":
+        # MetaSchedule gives its console handler the level its logger has when tuning starts,
+        # and leaves the logger at DEBUG afterwards: put ours back before every call.
+        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
+        t = time.perf_counter()
+        db = tune.open_database(work_dir) if dry_run else tune.tune(v.mod, target, work_dir, trials)
+        v.tune_seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        v.ex = tune.build(v.mod, target, db)
+    v.build_seconds = time.perf_counter() - t
+
+
+# ---------------------------------------------------------------- running and timing
+
+
+def device_for(target: tvm.target.Target):
+    return tvm.cpu(0) if target.kind.name == "llvm" else tvm.cuda(0)
+
+
+def _flatten(value) -> list[np.ndarray]:
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "Array":
+        return [a for v in value for a in _flatten(v)]
+    return [value.numpy() if hasattr(value, "numpy") else np.asarray(value)]
+
+
+def _calibrated(sample_once: Callable[[int], float], min_ms: float) -> tuple[Callable[[], float], int]:
+    """A sampler that runs the model ``number`` times per sample (mean ms per run) so that a
+    sample lasts at least ``min_ms``; ``number`` from the fastest of three probe runs."""
+    one = min(sample_once(1) for _ in range(3))
+    number = max(1, math.ceil(min_ms / max(one, 1e-4)))
+    return (lambda: sample_once(number)), number
+
+
+def tvm_sampler(ex, dev, inputs: list[np.ndarray], min_ms: float):
+    """(VM, args, sampler, number) for one executable; the first run is the warm-up."""
+    vm = relax.VirtualMachine(ex, dev)
+    args = [tvm.runtime.tensor(x, dev) for x in inputs]
+    vm["main"](*args)
+    evaluators: dict[int, Any] = {}
+
+    def sample(number: int) -> float:
+        if number not in evaluators:
+            evaluators[number] = vm.time_evaluator("main", dev, number=number, repeat=1)
+        return evaluators[number](*args).mean * 1e3
+
+    sampler, number = _calibrated(sample, min_ms)
+    return vm, args, sampler, number
+
+
+def torch_sampler(model: models.Model, target: tvm.target.Target, min_ms: float):
+    """PyTorch eager on the same inputs (all cores; on CUDA only if torch sees a GPU), or None."""
+    import copy
+
+    import torch
+
+    torch.set_num_threads(tune.available_cores())
+    module, device = model.source, "cpu"
+    if target.kind.name == "cuda":
+        if not torch.cuda.is_available():
+            return None
+        module, device = copy.deepcopy(model.source).to("cuda"), "cuda"
+    module.eval()
+    inputs = [torch.from_numpy(x).to(device) for x in model.inputs]
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+    def sample(number: int) -> float:
+        with torch.inference_mode():
+            sync()
+            t = time.perf_counter()
+            for _ in range(number):
+                module(*inputs)
+            sync()
+        return (time.perf_counter() - t) / number * 1e3
+
+    sample(1)  # warm-up
+    return _calibrated(sample, min_ms)[0]
+
+
+def time_interleaved(samplers: dict[str, Callable[[], float]], repeat: int) -> dict[str, list[float]]:
+    """``repeat`` rounds, each sampling every variant once, the order rotating by one per round;
+    one discarded round first."""
+    names = list(samplers)
+    for n in names:
+        samplers[n]()
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(repeat):
+        k = r % len(names)
+        for n in names[k:] + names[:k]:
+            out[n].append(samplers[n]())
+    return out
+
+
+def output_diffs(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float]:
+    """(max abs diff, max relative diff): each output's error relative to its largest magnitude
+    (random weights can make activations huge; element-wise relative error is meaningless)."""
+    if len(ref) != len(got):
+        raise ValueError(f"{len(got)} outputs, the reference has {len(ref)}")
+    max_abs = max_rel = 0.0
+    for a, b in zip(ref, got):
+        if a.shape != b.shape:
+            raise ValueError(f"output shape {b.shape}, the reference has {a.shape}")
+        if not a.size:
+            continue
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        diff = float(np.max(np.abs(a64 - b64)))
+        scale = float(np.max(np.abs(a64)))
+        max_abs = max(max_abs, diff)
+        max_rel = max(max_rel, diff / scale if scale > 0 else diff)
+    return max_abs, max_rel
+
+
+# ---------------------------------------------------------------- one model
+
+
+def _short(err: Exception) -> str:
+    """An exception in one line (TVM errors run to pages)."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0][:300] if text else ''}"
+
+
+def _fmt(x: float | None, spec: str = ".6g") -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def bench_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
+                failures: dict[str, str]) -> list[dict]:
+    """Build, check and time the variants of one model; the CSV rows (empty if stock fails)."""
+    dev = device_for(target)
+    sources = sources_hash()  # before the pass reads the rules
+    built: dict[str, Variant] = {}
+    for vname in variants:
+        try:
+            v = make_variant(vname, model.mod, target, args.time_limit)
+            build_variant(v, target, args.flow, args.trials, work_dir)
+            built[vname] = v
+        except Exception as err:  # a variant TVM cannot build is reported, not fatal
+            failures[f"{name}/{vname}"] = _short(err)
+            log.warning("%s/%s does not build: %s", name, vname, _short(err))
+            log.debug("%s", traceback.format_exc())
+            if vname == "stock":
+                return []
+
+    samplers: dict[str, Callable[[], float]] = {}
+    numbers: dict[str, int] = {}
+    outputs: dict[str, list[np.ndarray]] = {}
+    for vname, v in built.items():
+        vm, vargs, samplers[vname], numbers[vname] = tvm_sampler(v.ex, dev, model.inputs, args.min_ms)
+        outputs[vname] = _flatten(vm["main"](*vargs))
+    reference = None
+    if model.source is not None:
+        try:
+            reference = model.reference()
+            torch_sample = torch_sampler(model, target, args.min_ms)
+            if torch_sample is not None:
+                samplers["torch"] = torch_sample
+        except Exception as err:
+            log.warning("%s: PyTorch eager failed: %s", name, err)
+    times = time_interleaved(samplers, args.repeat)
+    torch_ms = float(np.median(times["torch"])) if "torch" in times else None
+    stock_ms = float(np.median(times["stock"]))
+
+    rows = []
+    for vname, v in built.items():
+        ms = np.asarray(times[vname])
+        max_abs, max_rel = output_diffs(outputs["stock"], outputs[vname])
+        torch_rel = None
+        if reference is not None:
+            try:
+                torch_rel = output_diffs(reference, outputs[vname])[1]
+            except ValueError as err:
+                log.warning("%s/%s: cannot compare with PyTorch: %s", name, vname, err)
+        rows.append({
+            "model": name, "variant": vname, "config": model.name,
+            "median_ms": _fmt(float(np.median(ms))), "p10_ms": _fmt(float(np.percentile(ms, 10))),
+            "p90_ms": _fmt(float(np.percentile(ms, 90))),
+            "max_abs_diff": _fmt(max_abs, ".3g"), "max_rel_diff": _fmt(max_rel, ".3g"),
+            "torch_max_rel_diff": _fmt(torch_rel, ".3g"),
+            "speedup_vs_stock": _fmt(stock_ms / float(np.median(ms)), ".4f"),
+            "predicted_speedup": _fmt(v.predicted_speedup, ".4f"), "changed": int(v.changed),
+            "enodes": "" if v.enodes is None else v.enodes, "rules_fired": v.rules_fired,
+            "pass_seconds": _fmt(v.pass_seconds, ".3f"), "build_seconds": _fmt(v.build_seconds, ".2f"),
+            "tune_seconds": _fmt(v.tune_seconds, ".1f") if args.flow == "tuned" else "",
+            "torch_ms": _fmt(torch_ms), "trials": args.trials if args.flow == "tuned" else "",
+            "repeat": args.repeat, "number": numbers[vname], "notes": v.notes,
+            "sources": sources,
+        })
+    return [{k: str(v) for k, v in r.items()} for r in rows]  # as they read back from the CSV
+
+
+def dry_run_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
+                  failures: dict[str, str]) -> None:
+    """Compile every variant for the target, no timing; CUDA sources also go through nvcc if it exists."""
+    import shutil
+
+    from tvm_eqsat.measure import nvcc_compile
+
+    for vname in variants:
+        try:
+            v = make_variant(vname, model.mod, target, args.time_limit)
+            build_variant(v, target, args.flow, args.trials, work_dir, dry_run=True)
+            extra = ""
+            if target.kind.name == "cuda" and shutil.which("nvcc"):
+                extra = f", nvcc: {nvcc_compile(v.ex, target)} bytes of fatbin"
+            tqdm.write(f"{name}/{vname}: compiled for {target.kind.name} in {v.build_seconds:.1f} s{extra}")
+        except Exception as err:
+            failures[f"{name}/{vname}"] = _short(err)
+            log.warning("%s/%s does not build: %s", name, vname, _short(err))
+
+
+# ---------------------------------------------------------------- results files
+
+
+def read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def write_rows(path: Path, rows: list[dict], append: bool = True) -> None:
+    """Append rows (header first in a new file); ``append=False``, or a file written with other
+    columns (an older version of this script), rewrites the file with its old rows kept."""
+    if append and path.exists() and path.stat().st_size:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != FIELDS:
+            rows, append = [*read_rows(path), *rows], False
+    new = not append or not path.exists() or path.stat().st_size == 0
+    with open(path, "a" if append else "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore", restval="")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def sources_hash() -> str:
+    """A short hash of rules/*.egg and tvm_eqsat/*.py (each row records the one it ran with)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted([*ROOT.glob("rules/*.egg"), *ROOT.glob("tvm_eqsat/*.py")]):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def source_state() -> dict:
+    """The commit, the uncommitted files and a hash of the rules and the package sources the
+    numbers came from (compared at the end of a run: they must not change during it)."""
+    import subprocess
+
+    def git(*cmd: str) -> str:
+        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+
+    state = {"sources_sha256": sources_hash()}
+    try:
+        state.update(commit=git("rev-parse", "HEAD"), uncommitted=git("status", "--porcelain").splitlines())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return state
+
+
+def machine_info(target: tvm.target.Target) -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    info = {
+        "cpu": cpu, "cpu_count": os.cpu_count(), "cores_used": tune.available_cores(),
+        "load_average": [round(x, 2) for x in os.getloadavg()], "platform": platform.platform(),
+    }
+    if target.kind.name == "cuda":
+        try:
+            info["gpu"] = tvm.cuda(0).device_name if tvm.cuda(0).exist else None
+        except Exception:
+            info["gpu"] = None
+    return info
+
+
+def _plain(v):
+    """TVM containers (target attributes) as JSON-able Python values."""
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if hasattr(v, "items"):
+        return {str(k): _plain(x) for k, x in v.items()}
+    try:
+        return [_plain(x) for x in v]
+    except TypeError:
+        return str(v)
+
+
+def write_sidecar(path: Path, args, target, argv: list[str], elapsed_s: float, failures: dict, eqsat_options,
+                  source: dict) -> dict:
+    """The JSON sidecar: this run's settings and machine, plus the history of earlier runs."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    run = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join(["python", "scripts/benchmark.py", *argv]),
+        "sources": source,
+        "models": args.models, "elapsed_s": round(elapsed_s, 1), "failures": failures,
+    }
+    sidecar = {
+        "machine": machine_info(target),
+        "versions": {
+            "python": platform.python_version(), "tvm": tvm.__version__, "apache-tvm-ffi": _version("apache-tvm-ffi"),
+            "egglog": _version("egglog"), "torch": _version("torch"), "transformers": _version("transformers"),
+            "numpy": np.__version__, "tvm_eqsat": tvm_eqsat.__version__,
+        },
+        "target": _plain(target.export()),
+        "flow": args.flow,
+        "trials": args.trials if args.flow == "tuned" else None,
+        "work_dir": args.work_dir if args.flow == "tuned" else None,
+        "small": args.small,
+        "repeat": args.repeat,
+        "min_ms": args.min_ms,
+        "eqsat_options": eqsat_options or old.get("eqsat_options"),
+        "cpm_preparation": "FoldConstant, EliminateCommonSubexpr, bound weights lifted to parameters and bound back",
+        "env": {k: os.environ.get(k) for k in ("TVM_NUM_THREADS", "OMP_WAIT_POLICY")},
+        "torch_threads": tune.available_cores(),
+        **run,
+        "runs": [*old.get("runs", []), run],
+    }
+    path.write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
+    return sidecar
+
+
+def _by_model(rows: list[dict]) -> dict[str, dict[str, dict]]:
+    out: dict[str, dict[str, dict]] = {}
+    for r in rows:
+        out.setdefault(r["model"], {})[r["variant"]] = r
+    return out
+
+
+def geomean(xs: list[float]) -> str:
+    return f"{float(np.exp(np.mean(np.log(xs)))):.3f}x" if xs else "-"
+
+
+def _f(r: dict | None, key: str) -> float | None:
+    if r is None or r.get(key, "") in ("", None):
+        return None
+    return float(r[key])
+
+
+def _md_row(model: str, vs: dict[str, dict]) -> str:
+    """One table row: medians (p10-p90), speedups, the eqsat report, the output checks."""
+    stock, cpm, eq = vs.get("stock"), vs.get("stock+cpm"), vs.get("eqsat")
+
+    def ms(r):
+        return "-" if r is None else f"{float(r['median_ms']):.4g} ({float(r['p10_ms']):.3g}-{float(r['p90_ms']):.3g})"
+
+    def x(v):
+        return "-" if v is None else f"{v:.3f}x"
+
+    def worst(key, among):
+        vals = [_f(r, key) for r in among if r is not None and _f(r, key) is not None]
+        return f"{max(vals):.1e}" if vals else "-"
+
+    label = model if eq is None or eq.get("changed") == "1" else f"{model} (eqsat: unchanged)"
+    cells = [
+        label, ms(stock), ms(cpm), ms(eq), x(_f(cpm, "speedup_vs_stock")), x(_f(eq, "speedup_vs_stock")),
+        x(_f(eq, "predicted_speedup")), eq["pass_seconds"] if eq else "-", (eq["enodes"] or "-") if eq else "-",
+        worst("max_rel_diff", (cpm, eq)), worst("torch_max_rel_diff", (stock, cpm, eq)),
+        stock["torch_ms"] or "-" if stock else "-",
+    ]
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
+    """The results table (one row per model) and the geometric-mean speedups over stock."""
+    flow, m = sidecar["flow"], sidecar["machine"]
+    title = f"# {sidecar['target']['kind']}, {flow} flow"
+    title += f", {sidecar['trials']} trials per kernel" if flow == "tuned" else ""
+    title += " (small models)" if sidecar["small"] else ""
+    data = _by_model(rows)
+    lines = [
+        title, "",
+        f"{m['cpu']}, {m['cores_used']} cores{', ' + str(m['gpu']) if m.get('gpu') else ''}; "
+        f"TVM {sidecar['versions']['tvm']}, egglog {sidecar['versions']['egglog']}, "
+        f"torch {sidecar['versions']['torch']}; {sidecar['date']}. Last command: `{sidecar['command']}`.",
+        "",
+        f"Latency in ms: median of {sidecar['repeat']} interleaved samples (p10-p90). "
+        "Speedup: stock median / variant median. Diff: the largest output difference relative to the "
+        "output's largest magnitude, vs. stock and vs. PyTorch eager (torch ms: eager, as context).",
+        "",
+        "| model | stock ms | stock+cpm ms | eqsat ms | cpm speedup | eqsat speedup | eqsat predicted | "
+        "pass s | e-nodes | diff vs stock | diff vs torch | torch ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *(_md_row(model, vs) for model, vs in data.items()),
+    ]
+    eq = [vs["eqsat"] for vs in data.values() if "eqsat" in vs]
+    cpm = [float(vs["stock+cpm"]["speedup_vs_stock"]) for vs in data.values() if "stock+cpm" in vs]
+    eq_all = [float(r["speedup_vs_stock"]) for r in eq]
+    eq_changed = [float(r["speedup_vs_stock"]) for r in eq if r["changed"] == "1"]
+    lines += [
+        "",
+        f"Geometric-mean speedup over stock: **eqsat {geomean(eq_all)}** over {len(eq_all)} models "
+        f"({geomean(eq_changed)} over the {len(eq_changed)} it changed); "
+        f"stock+cpm {geomean(cpm)} over {len(cpm)} models.",
+    ]
+    rules = [f"{model}: `{vs['eqsat']['rules_fired']}`" for model, vs in data.items()
+             if "eqsat" in vs and vs["eqsat"]["rules_fired"]]
+    if rules:
+        lines += ["", "Rules applied by eqsat (rule:times): " + "; ".join(rules) + "."]
+    if sidecar.get("failures"):
+        lines += ["", "Failed in the last run: " + "; ".join(f"{k}: {v}" for k, v in sidecar["failures"].items())]
+    text = "\n".join(lines) + "\n"
+    path.write_text(text)
+    return text
+
+
+def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
+    """Bars of each variant's speedup over stock per model (whiskers: stock median / variant p90..p10)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = _by_model(rows)
+    names = list(data)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 2), 4))
+    width = 0.38
+    for k, variant in enumerate(("stock+cpm", "eqsat")):
+        heights, lo, hi = [], [], []
+        for model in names:
+            r, stock = data[model].get(variant), data[model].get("stock")
+            if r is None or stock is None:
+                heights.append(0.0), lo.append(0.0), hi.append(0.0)
+                continue
+            s = float(stock["median_ms"])
+            h = s / float(r["median_ms"])
+            heights.append(h)
+            lo.append(max(0.0, h - s / float(r["p90_ms"])))
+            hi.append(max(0.0, s / float(r["p10_ms"]) - h))
+        pos = np.arange(len(names)) + (k - 0.5) * width
+        ax.bar(pos, heights, width, yerr=[lo, hi], capsize=2, label=variant)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(names)), names, rotation=30, ha="right")
+    ax.set_ylabel("speedup over stock (median)")
+    title = f"{sidecar['target']['kind']}, {sidecar['flow']} flow" + (" (small models)" if sidecar["small"] else "")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=None, help=f"names from {sorted(models.MODELS)} (default: the suite)")
+    p.add_argument("--small", action="store_true", help="the reduced models (results in <target>-<flow>-small.*)")
+    p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+    p.add_argument("--arch", default="sm_90", help="CUDA architecture")
+    p.add_argument("--flow", default="default", choices=["default", "tuned"])
+    p.add_argument("--trials", type=int, default=64, help="MetaSchedule trials per kernel (tuned flow)")
+    p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, help="stock is always included")
+    p.add_argument("--repeat", type=int, default=30, help="timed samples per variant (interleaved rounds)")
+    p.add_argument("--min-ms", type=float, default=10.0, help="a sample repeats the model until it lasts this long")
+    p.add_argument("--time-limit", type=float, default=30.0, help="tvm-eqsat pass time limit (s)")
+    p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
+    p.add_argument("--force", action="store_true", help="re-run models that already have rows")
+    p.add_argument("--dry-run", action="store_true", help="compile every variant, no timing, no results files")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    args.models = args.models or list(models.SUITE)
+    unknown = [m for m in args.models if m not in models.MODELS]
+    if unknown:
+        p.error(f"unknown models {unknown}; choose from {sorted(models.MODELS)}")
+    args.variants = ["stock", *(v for v in VARIANTS if v in args.variants and v != "stock")]
+    args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    global MS_LOG_LEVEL
+    MS_LOG_LEVEL = logging.INFO if args.verbose else logging.WARNING
+    logging.getLogger("tvm_eqsat").setLevel(MS_LOG_LEVEL)
+    tune.use_all_cores()
+    start, source = time.perf_counter(), source_state()
+    target = make_target(args.target, args.arch)
+    builders = models.SMALL if args.small else models.MODELS
+    out_dir = Path(args.out_dir)
+    stem = f"{args.target}-{args.flow}{'-small' if args.small else ''}"
+    csv_path = out_dir / f"{stem}.csv"
+    failures: dict[str, str] = {}
+
+    rows = [] if args.dry_run else read_rows(csv_path)
+    if args.force and rows:
+        rows = [r for r in rows if r["model"] not in args.models]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_rows(csv_path, rows, append=False)
+    done = {(r["model"], r["variant"]) for r in rows}
+    todo = [m for m in args.models if not all((m, v) in done for v in args.variants)]
+    if len(todo) < len(args.models):
+        print(f"{len(args.models) - len(todo)} models already in {csv_path} (use --force to re-run them)")
+    eqsat_options = _eqsat_options(args) if "eqsat" in args.variants else None
+    bar = tqdm(todo, desc=f"{stem}{' (dry run)' if args.dry_run else ''}", unit="model", file=sys.stderr)
+    for name in bar:
+        bar.set_postfix_str(name)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = builders[name]()
+        except Exception as err:  # an import that fails is reported, not fatal
+            failures[name] = f"import: {_short(err)}"
+            log.warning("%s does not import: %s", name, failures[name])
+            continue
+        if args.dry_run:
+            dry_run_model(name, model, args.variants, args, target, args.work_dir, failures)
+            continue
+        try:
+            new = bench_model(name, model, args.variants, args, target, args.work_dir, failures)
+        except Exception as err:  # running or checking failed (build failures are handled inside)
+            failures[name] = f"run: {_short(err)}"
+            log.warning("%s failed: %s", name, failures[name])
+            continue
+        new = [r for r in new if (r["model"], r["variant"]) not in done]
+        if new:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_rows(csv_path, new)
+            rows += new
+            eq = next((r for r in new if r["variant"] == "eqsat"), None)
+            tqdm.write(f"{name}: stock {new[0]['median_ms']} ms" + (
+                f", eqsat {eq['median_ms']} ms ({eq['speedup_vs_stock']}x, predicted {eq['predicted_speedup']}x)"
+                if eq else ""))
+    elapsed = time.perf_counter() - start
+    if args.dry_run:
+        print(f"dry run: {len(failures)} failures" + "".join(f"\n  {k}: {v}" for k, v in failures.items()))
+        return 1 if failures else 0
+    if not rows:
+        print(f"no results ({len(failures)} failures)")
+        return 1
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source_end = source_state()
+    if source_end.get("sources_sha256") != source.get("sources_sha256"):
+        source["changed_during_run"] = source_end
+        log.warning("rules/ or tvm_eqsat/ changed during the run: the rows of this run may mix versions")
+    sidecar = write_sidecar(out_dir / f"{stem}.json", args, target, argv, elapsed, failures, eqsat_options, source)
+    print(write_markdown(out_dir / f"{stem}.md", rows, sidecar))
+    write_chart(out_dir / f"{stem}.png", rows, sidecar)
+    print(f"{csv_path} and .json/.md/.png written in {elapsed:.0f} s; {len(failures)} failures")
+    return 0
+
+
+def _eqsat_options(args) -> dict:
+    """The pass options the eqsat variant runs with (defaults plus --time-limit)."""
+    return tvm_eqsat.make_options(time_limit_s=args.time_limit).to_dict()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""scripts/benchmark.py end to end on one small model: three variants timed and checked,
+results files written, a second run resumes instead of re-measuring."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("matplotlib")
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("benchmark_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    bench = _load_script()
+    out = tmp_path_factory.mktemp("results")
+    argv = ["--small", "--models", "nasrnn", "--flow", "default", "--repeat", "3", "--min-ms", "2", "--out-dir", str(out)]
+    assert bench.main(argv) == 0
+    return bench, out, argv
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_csv_has_three_checked_variants(run):
+    _, out, _ = run
+    rows = _rows(out / "llvm-default-small.csv")
+    assert [r["variant"] for r in rows] == ["stock", "stock+cpm", "eqsat"]
+    for r in rows:
+        assert r["model"] == "nasrnn"
+        for key in ("median_ms", "p10_ms", "p90_ms"):
+            assert math.isfinite(float(r[key])) and float(r[key]) > 0, (r["variant"], key, r[key])
+        assert float(r["p10_ms"]) <= float(r["median_ms"]) <= float(r["p90_ms"])
+        assert float(r["max_rel_diff"]) <= 1e-4 and math.isfinite(float(r["max_abs_diff"]))
+        assert float(r["torch_max_rel_diff"]) <= 1e-4  # nasrnn has a PyTorch source
+        assert float(r["pass_seconds"]) >= 0 and float(r["torch_ms"]) > 0
+    eqsat = rows[2]
+    assert int(eqsat["enodes"]) > 0 and float(eqsat["predicted_speedup"]) >= 1.0
+    assert eqsat["changed"] == "1" and "matmul-merge" in eqsat["rules_fired"]
+    assert rows[1]["rules_fired"].startswith("matmuls:")  # CombineParallelMatmul merged something
+    assert float(rows[0]["speedup_vs_stock"]) == 1.0
+
+
+def test_sidecar_markdown_and_chart(run):
+    _, out, argv = run
+    sidecar = json.loads((out / "llvm-default-small.json").read_text())
+    for key in ("machine", "versions", "target", "flow", "trials", "date", "command", "repeat", "runs"):
+        assert key in sidecar, key
+    assert sidecar["machine"]["cpu"] and sidecar["machine"]["cores_used"] >= 1
+    assert {"tvm", "egglog", "torch"} <= set(sidecar["versions"])
+    assert sidecar["target"]["kind"] == "llvm" and sidecar["flow"] == "default" and sidecar["small"] is True
+    assert sidecar["command"].endswith(" ".join(argv[-2:]))
+    md = (out / "llvm-default-small.md").read_text()
+    assert "| nasrnn" in md and "Geometric-mean speedup over stock" in md
+    assert (out / "llvm-default-small.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rerun_resumes(run):
+    bench, out, argv = run
+    before = _rows(out / "llvm-default-small.csv")
+    assert bench.main(argv) == 0  # nothing left to measure: no model is imported or built again
+    assert _rows(out / "llvm-default-small.csv") == before
+    assert len(json.loads((out / "llvm-default-small.json").read_text())["runs"]) == 2
