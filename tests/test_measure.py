@@ -3,7 +3,9 @@ kernel beats the untuned build, and timing works locally and through TVM's RPC t
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -114,7 +116,7 @@ def rpc_tracker():
     port = _free_port()
     procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
                               "--port-end", str(port + 1)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
     try:
         time.sleep(1.0)
         for _ in range(2):
@@ -122,7 +124,7 @@ def rpc_tracker():
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", "test-cpu",
                  "--host", "127.0.0.1", "--port", str(server_port), "--port-end", str(server_port + 1)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -137,8 +139,8 @@ def rpc_tracker():
             time.sleep(0.5)
         yield tune.RPCDevice("127.0.0.1", port, "test-cpu")
     finally:
-        for p in procs:
-            p.terminate()
+        for p in procs:  # each in its own session: its worker children go with it
+            os.killpg(p.pid, signal.SIGTERM)
         for p in procs:
             p.wait(timeout=10)
 

@@ -22,7 +22,7 @@ from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_no
 from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block
 from .report import FunctionReport, Report
 from .rules import RuleLibrary, load_library
-from .search import SEARCHES, grow
+from .search import MCTS_PRESETS, SEARCHES, grow
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -43,6 +43,7 @@ class Options:
     iter_limit: int = 30
     seed: int = 0
     rules: tuple[str, ...] | None = None  # rule families or rule names; None = all
+    mcts_preset: str = "default"  # search="mcts" budgets: "fast", "default", "thorough"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,6 +63,8 @@ def make_options(**options: Any) -> Options:
     opts = Options(**options)
     if opts.search not in SEARCHES:
         raise ValueError(f"search={opts.search!r} is not available; available: {SEARCHES}")
+    if not isinstance(opts.mcts_preset, str) or opts.mcts_preset not in MCTS_PRESETS:
+        raise ValueError(f"mcts_preset={opts.mcts_preset!r} is not available; available: {tuple(MCTS_PRESETS)}")
     if opts.extractor not in EXTRACTORS:
         raise ValueError(f"extractor={opts.extractor!r} is not available; available: {EXTRACTORS}")
     if not isinstance(opts.cost_model, str):
@@ -139,6 +142,9 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
         node_limit=ctx.opts.node_limit,
         iter_limit=ctx.opts.iter_limit,
         deadline=ctx.deadline,
+        cost_model=ctx.cost,
+        seed=ctx.opts.seed,
+        mcts_preset=ctx.opts.mcts_preset,
     )
     report.add_seconds("grow", time.perf_counter() - t)
     report.iterations += growth.iterations

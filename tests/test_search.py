@@ -1,0 +1,205 @@
+"""Growing the e-graph: MCTS over rule families against saturation, budgets, determinism."""
+
+import time
+
+import pytest
+from tvm.relax import op as R
+
+import tvm_eqsat
+from tvm_eqsat.cost import make_cost_model
+from tvm_eqsat.egraph import TensorEGraph
+from tvm_eqsat.extract import _choice_cost, extract, snapshot_node_cost
+from tvm_eqsat.graph import graph_from_block
+from tvm_eqsat.rules import load_library
+from tvm_eqsat.search import MCTS_PRESETS, SEARCHES, grow, mcts_config
+
+from helpers import assert_close, const, module, tensor
+
+COST = make_cost_model("roofline", "llvm")
+
+
+def merge_module(n_adds: int = 12, m: int = 32, k: int = 32):
+    """Three matmuls on one input (merging them pays) and a chain of constant-first adds
+    (``algebra`` commutes each: the e-graph grows, the cost does not drop)."""
+    x = tensor("x", (m, k))
+
+    def body(bb, x):
+        q, kk, v = (bb.emit(R.matmul(x, const((k, k), seed=i))) for i in range(3))
+        h = bb.emit(R.add(R.add(q, kk), v))
+        for i in range(n_adds):
+            h = bb.emit(R.add(const((m, k), seed=100 + i), h))
+        return h
+
+    return module([x], body)
+
+
+def layered_module(groups: int = 3, n_adds: int = 4, m: int = 16, k: int = 16):
+    """Several merge groups in a row: more orders to choose from."""
+    x = tensor("x", (m, k))
+
+    def body(bb, x):
+        h = x
+        for g in range(groups):
+            q, kk, v = (bb.emit(R.matmul(h, const((k, k), seed=10 * g + i))) for i in range(3))
+            h = bb.emit(R.add(R.add(q, kk), v))
+            for i in range(n_adds):
+                h = bb.emit(R.add(const((m, k), seed=100 + 10 * g + i), h))
+        return h
+
+    return module([x], body)
+
+
+def _graph(mod):
+    return graph_from_block(mod["main"].body.blocks[0])
+
+
+def _grow(mod, method, node_limit, families=None, seconds=60.0, **kwargs):
+    """(e-graph, growth result, ILP cost of the grown e-graph)."""
+    library = load_library() if families is None else load_library().select(families)
+    graph = _graph(mod)
+    egraph = TensorEGraph(graph, library.program())
+    start = time.perf_counter()
+    result = grow(
+        egraph, method, library.families, node_limit=node_limit, iter_limit=30,
+        deadline=time.monotonic() + seconds, cost_model=COST, **kwargs,
+    )  # fmt: skip
+    result.stats["grow_s"] = time.perf_counter() - start
+    snap = egraph.snapshot()
+    roots = [snap.root_of[nid] for _, nid in graph.outputs]
+    node_cost = snapshot_node_cost(snap, COST)
+    cost = _choice_cost(snap, extract(snap, roots, node_cost, "ilp", 30), roots, node_cost)
+    return egraph, result, cost
+
+
+def test_mcts_is_a_search():
+    assert "mcts" in SEARCHES and "saturate" in SEARCHES
+    assert set(MCTS_PRESETS) == {"fast", "default", "thorough"}
+
+
+@pytest.mark.parametrize("limit", [50, 55])
+def test_mcts_beats_saturation_where_the_order_matters(limit):
+    """algebra + merges in one saturation iteration overshoot the limit (nothing is
+    kept); merging first fits, and is what pays."""
+    families = ["algebra", "merges"]
+    mod = merge_module()
+    _, sat, sat_cost = _grow(mod, "saturate", limit, families)
+    eg, res, mcts_cost = _grow(mod, "mcts", limit, families)
+    assert sat.stop_reason == "node limit" and sat.iterations == 0
+    assert eg.size() <= limit
+    assert mcts_cost < sat_cost * (1 - 1e-6)
+    assert "merges" in res.actions and res.rules_applied.get("matmul-merge", 0) > 0
+
+
+def test_mcts_matches_saturation_when_the_limit_does_not_bind():
+    families = ["algebra", "merges"]
+    mod = merge_module()
+    sat_eg, _, sat_cost = _grow(mod, "saturate", 20000, families)
+    eg, res, mcts_cost = _grow(mod, "mcts", 20000, families)
+    assert res.stop_reason == "saturated"  # saturation's order reached the fixpoint: nothing to search
+    assert mcts_cost <= sat_cost * (1 + 1e-9) and eg.size() == sat_eg.size()
+
+
+@pytest.mark.parametrize("state", ["auto", "replay", "stack"])
+def test_mcts_respects_the_node_limit(state):
+    mod = layered_module()  # 49 e-nodes loaded, 139 saturated
+    for limit in (55, 100):
+        eg, res, _ = _grow(mod, "mcts", limit, state=state, mcts_preset="fast", time_s=30.0)
+        assert eg.size() <= limit, (limit, res.stop_reason, res.actions)
+        assert res.iterations > 0
+    # an e-graph already above the limit is left as it is
+    eg, res, _ = _grow(mod, "mcts", 1)
+    assert res.stop_reason == "node limit" and res.iterations == 0 and res.actions == []
+
+
+def test_mcts_respects_the_time_limit():
+    mod = layered_module()
+    # a deadline already passed: nothing happens
+    _, res, _ = _grow(mod, "mcts", 120, seconds=-1.0)
+    assert res.stop_reason == "time limit" and res.iterations == 0
+    # a search that would take seconds, cut at 0.3 s (the preset's time_s and the pass deadline alike)
+    _, full, _ = _grow(mod, "mcts", 120, simulations=10_000, warm_start=False)
+    assert full.stop_reason == "search complete"
+    for kwargs in ({"time_s": 0.1}, {"seconds": 0.1}):
+        eg, res, _ = _grow(mod, "mcts", 120, simulations=10_000, warm_start=False, **kwargs)
+        assert res.stop_reason == "time limit" and res.stats["simulations"] < full.stats["simulations"]
+        assert res.stats["grow_s"] < 0.1 + 1.0  # an action or a reward may finish past the deadline
+        assert eg.size() <= 120
+
+
+def test_mcts_is_deterministic_for_a_seed():
+    mod = layered_module()
+    runs = [_grow(mod, "mcts", 100, seed=7, rollout="random") for _ in range(2)]
+    (eg1, r1, c1), (eg2, r2, c2) = runs
+    assert r1.actions == r2.actions and r1.stop_reason == r2.stop_reason
+    assert eg1.size() == eg2.size() and c1 == c2
+    assert r1.stats["simulations"] == r2.stats["simulations"]
+
+
+def test_state_methods_give_the_same_search():
+    mod = layered_module()
+    _, a, ca = _grow(mod, "mcts", 100, seed=3, state="replay")
+    _, b, cb = _grow(mod, "mcts", 100, seed=3, state="stack")
+    _, c, cc = _grow(mod, "mcts", 100, seed=3, state="auto")
+    assert a.actions == b.actions == c.actions and ca == cb == cc
+    assert a.stats["simulations"] == b.stats["simulations"] == c.stats["simulations"]
+    assert b.stats["pushes"] > a.stats["pushes"] and a.stats["runs"] > b.stats["runs"]
+
+
+@pytest.fixture(scope="module")
+def saturated_at_55():
+    return _grow(merge_module(), "saturate", 55, ["algebra", "merges"])[2]
+
+
+@pytest.mark.parametrize("rollout", ["matched", "random", "lookahead", "ordered"])
+def test_every_rollout_policy_finds_the_merge(rollout, saturated_at_55):
+    families = ["algebra", "merges"]
+    sat_cost = saturated_at_55
+    eg, res, cost = _grow(merge_module(), "mcts", 55, families, rollout=rollout, warm_start=False)
+    assert eg.size() <= 55 and cost < sat_cost * (1 - 1e-3)
+
+
+def test_optimize_with_mcts_keeps_the_numbers():
+    mod = merge_module(n_adds=3)
+    new, report = tvm_eqsat.optimize(mod, "llvm", search="mcts", mcts_preset="fast", node_limit=45)
+    f = report.functions["main"]
+    assert f.changed and f.cost_after < f.cost_before
+    assert f.enodes <= 45
+    assert_close(mod, new)
+    assert report.to_dict()["options"]["mcts_preset"] == "fast"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"search": "mcts", "mcts_preset": "bogus"},
+        {"search": "mcts", "mcts_preset": 3},
+        {"search": "mcts-ish"},
+    ],
+)
+def test_bad_search_options_raise_value_error(kwargs):
+    with pytest.raises(ValueError):
+        tvm_eqsat.optimize(merge_module(n_adds=1), "llvm", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"simulations": 0},
+        {"rollout_depth": -1},
+        {"exploration": -0.1},
+        {"discount": 0.0},
+        {"discount": 1.5},
+        {"time_s": 0},
+        {"rollout": "greedy-ish"},
+        {"state": "copy"},
+        {"reward_extractor": "ilp"},
+        {"max_steps": -2},
+        {"warm_start": "yes"},
+        {"no_such_setting": 1},
+    ],
+)
+def test_bad_mcts_settings_raise_value_error(overrides):
+    with pytest.raises(ValueError):
+        mcts_config("default", **overrides)
+    with pytest.raises(ValueError):
+        mcts_config("nope")
