@@ -116,7 +116,7 @@ def test_mcts_respects_the_time_limit():
     # a deadline already passed: nothing happens
     _, res, _ = _grow(mod, "mcts", 120, seconds=-1.0)
     assert res.stop_reason == "time limit" and res.iterations == 0
-    # a search that would take seconds, cut at 0.3 s (the preset's time_s and the pass deadline alike)
+    # a search that would take seconds, cut at 0.1 s (the preset's time_s and the pass deadline alike)
     _, full, _ = _grow(mod, "mcts", 120, simulations=10_000, warm_start=False)
     assert full.stop_reason == "search complete"
     for kwargs in ({"time_s": 0.1}, {"seconds": 0.1}):
