@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import ops
-from .features import KERNEL_OPS, featurize, flops
+from .features import KERNEL_OPS, featurize, flops, nbytes
 from .paths import data_dir
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
 
@@ -42,14 +42,6 @@ MACHINES = {
 }
 
 
-def _bytes(ty: Ty | None) -> int:
-    if isinstance(ty, TensorTy):
-        return ty.nbytes
-    if isinstance(ty, tuple):
-        return sum(_bytes(t) for t in ty)
-    return 0
-
-
 class RooflineCostModel:
     """FLOPs/bytes against a machine's peaks, shaped by how TVM fuses and folds."""
 
@@ -64,7 +56,7 @@ class RooflineCostModel:
         if is_const or op in (INPUT, CONST, TUPLE_NODE, TGET):
             return EPSILON_US
         m = self.machine
-        traffic = _bytes(out_ty) + sum(_bytes(t) for t in in_tys)
+        traffic = nbytes(out_ty) + sum(nbytes(t) for t in in_tys)
         mem_us = traffic / (m.bandwidth_gbs * 1e3)
         spec = ops.BY_NAME.get(op)
         kind = spec.kind if spec is not None else ops.KERNEL  # opaque: assume its own kernel

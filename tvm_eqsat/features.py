@@ -66,11 +66,12 @@ def flops(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> float:
     return 0.0
 
 
-def _nbytes(ty) -> int:
+def nbytes(ty) -> int:
+    """Bytes of a tensor type, or of all tensors in a tuple type."""
     if isinstance(ty, TensorTy):
         return ty.nbytes
     if isinstance(ty, tuple):
-        return sum(_nbytes(t) for t in ty)
+        return sum(nbytes(t) for t in ty)
     return 0
 
 
@@ -110,7 +111,7 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty, epilogue: Sequence
         v[INDEX_OP[op]] = 1.0
     work = flops(op, attrs, in_tys, out)
     bytes_in = sum(t.nbytes for t in tensors)
-    bytes_out = _nbytes(out)
+    bytes_out = nbytes(out)
     v[INDEX["log_flops"]] = _log(work)
     v[INDEX["log_bytes_in"]] = _log(bytes_in)
     v[INDEX["log_bytes_out"]] = _log(bytes_out)
