@@ -68,6 +68,7 @@ from tvm import relax  # noqa: E402
 
 import tvm_eqsat  # noqa: E402
 from tvm_eqsat import models, tune  # noqa: E402
+from tvm_eqsat.verify import output_diffs  # noqa: E402
 
 log = logging.getLogger("benchmark")
 
@@ -287,25 +288,6 @@ def time_interleaved(samplers: dict[str, Callable[[], float]], repeat: int) -> d
         for n in names[k:] + names[:k]:
             out[n].append(samplers[n]())
     return out
-
-
-def output_diffs(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float]:
-    """(max abs diff, max relative diff): each output's error relative to its largest magnitude
-    (random weights can make activations huge; element-wise relative error is meaningless)."""
-    if len(ref) != len(got):
-        raise ValueError(f"{len(got)} outputs, the reference has {len(ref)}")
-    max_abs = max_rel = 0.0
-    for a, b in zip(ref, got):
-        if a.shape != b.shape:
-            raise ValueError(f"output shape {b.shape}, the reference has {a.shape}")
-        if not a.size:
-            continue
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        diff = float(np.max(np.abs(a64 - b64)))
-        scale = float(np.max(np.abs(a64)))
-        max_abs = max(max_abs, diff)
-        max_rel = max(max_rel, diff / scale if scale > 0 else diff)
-    return max_abs, max_rel
 
 
 # ---------------------------------------------------------------- one model

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def model_blocks(mod):
-    """(graph, weights-aware) for every dataflow block of every Relax function."""
+    """The TensorGraph of every dataflow block of every Relax function (unmodelled blocks skipped)."""
     from tvm import relax
 
     for _, func in mod.functions.items():

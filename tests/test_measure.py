@@ -16,7 +16,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from tvm_eqsat import measure, tune
+from tvm_eqsat import measure, tune, verify
 from tvm_eqsat.graph import TensorTy, graph_from_block
 from tvm_eqsat.workload import Epilogue, Workload
 
@@ -94,7 +94,7 @@ def test_tuning_beats_the_untuned_build(tmp_path):
     """MetaSchedule on a 128^3 matmul: the tuned kernel is faster; a rerun reuses the database."""
     mod = measure.workload_module(MATMUL)
     target = tvm.target.Target("llvm")
-    args = measure._random_args(mod["main"])
+    args = verify.random_inputs(mod["main"])
     db = tune.tune(mod, target, tmp_path, trials=8)
     tuned = measure.time_executable(tune.build(mod, target, db), target, args, repeat=10)
     untuned = measure.time_executable(tune.build(mod, target, None), target, args, repeat=10)

@@ -23,6 +23,7 @@ from . import ops
 from .graph import TensorTy
 from .workload import Epilogue, Workload
 from .tune import RPCDevice, build, tune, use_all_cores
+from .verify import random_inputs
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -64,12 +65,6 @@ def workload_module(w: Workload) -> tvm.IRModule:
             out = bb.emit_output(value)
         bb.emit_func_output(out)
     return bb.get()
-
-
-def _random_args(func) -> list[np.ndarray]:
-    from .verify import random_inputs
-
-    return random_inputs(func)
 
 
 # ---------------------------------------------------------------- timing
@@ -119,7 +114,7 @@ def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, 
     use_all_cores()
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     ex = build_workload(w, tgt, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc)
-    return time_executable(ex, tgt, _random_args(workload_module(w)["main"]), repeat=repeat, rpc=rpc)
+    return time_executable(ex, tgt, random_inputs(workload_module(w)["main"]), repeat=repeat, rpc=rpc)
 
 
 def nvcc_compile(ex, target: Any) -> int:
