@@ -61,11 +61,47 @@ def astype_identity(seed, positive):
 def _commute(op, name):
     def build(seed, positive):
         x = tensor("x", (2, 3))
-        y = tensor("y", (2, 3))
-        first = const((2, 3), seed=seed) if positive else y
-        return module([x, y], lambda bb, x, y: op(first, x)), [name]
+        y = tensor("y", (3,))  # broadcast: commuting keeps the (2, 3) result
+        other = R.subtract if op is R.add else R.divide  # negative: not commutative
+        return module([x, y], lambda bb, x, y: (op if positive else other)(y, x)), [name]
 
     return build
+
+
+def _assoc(op, name):
+    def build(seed, positive):
+        shapes = [(2, 3), (3,), (1, 3)][seed % 2 :] + [(2, 3)] * (seed % 2)
+        a = tensor("a", shapes[0])
+        bt = tensor("b", shapes[1])
+        b = const(shapes[1], seed=seed) if positive else bt  # negative: b is an input, not a constant
+        c = const(shapes[2], seed=seed + 1)
+
+        def body(bb, a, *_):
+            return R.nn.relu(bb.emit(op(bb.emit(op(a, b)), c)))
+
+        return module([a] + ([] if positive else [bt]), body), [name]
+
+    return build
+
+
+def mul_factor(seed, positive):
+    a, b, c, d = tensor("a", (2, 4)), tensor("b", (2, 4)), tensor("c", (4,)), tensor("d", (4,))
+    other = c if positive else d  # negative: the two products scale by different tensors
+
+    def body(bb, a, b, c, d):
+        return R.add(bb.emit(R.multiply(a, c)), bb.emit(R.multiply(b, other)))
+
+    return module([a, b, c, d], body), ["mul-factor"]
+
+
+def mul_distribute_const(seed, positive):
+    x, kt = tensor("x", (1, 4, 3, 3)), tensor("k", (1, 4, 1, 1))
+    k = const((1, 4, 1, 1), seed=seed + 1) if positive else kt  # negative: the scale is an input
+
+    def body(bb, x, *_):
+        return R.multiply(bb.emit(R.add(x, const((1, 4, 1, 1), seed=seed))), k)
+
+    return module([x] + ([] if positive else [kt]), body), ["mul-distribute-const"]
 
 
 def _matmuls(seed, positive, n):
@@ -143,7 +179,7 @@ def add_over_split_last_axis(seed, positive):
         b = bb.emit(R.add(biases[1], R.matmul(x, const((k, n2), seed=seed + 1))))  # constant first
         return relax.Tuple([a, b])
 
-    rules = ["matmul-merge", "add-commute-const", "add-over-split-last-axis"]
+    rules = ["matmul-merge", "add-commute", "add-over-split-last-axis"]
     return module([x] + ([] if positive else bs), body), rules
 
 
@@ -383,6 +419,47 @@ def strided_slice_identity(seed, positive):
     return module([x], body), ["strided-slice-identity"]
 
 
+def batch_norm_absorb_bias(seed, positive):
+    rng = _rng(seed)
+    cin, cout, size = int(rng.integers(2, 5)), int(rng.integers(2, 6)), int(rng.integers(5, 8))
+    x = tensor("x", (1, cin, size, size))
+    # negative: the bias varies over space, so it is not a shift of the channel mean
+    bshape = (1, cout, 1, 1) if positive else (1, cout, size, size)
+
+    def body(bb, x):
+        y = bb.emit(R.nn.conv2d(x, const((cout, cin, 3, 3), seed=seed), padding=1))
+        yb = bb.emit(R.add(y, const(bshape, seed=seed + 2)))
+        bn = bb.emit(R.nn.batch_norm(yb, *_bn_consts(cout, seed + 1), axis=1, epsilon=1e-5, training=False))
+        return R.nn.relu(relax.TupleGetItem(bn, 0))
+
+    return module([x], body), ["batch-norm-absorb-bias"]
+
+
+def conv2d_merge_groups(seed, positive):
+    rng = _rng(seed)
+    groups = [4, 2][seed % 2] if positive else 3  # negative: an odd number of groups
+    cg, og, size = int(rng.integers(2, 4)), int(rng.integers(1, 3)), int(rng.integers(6, 9))
+    stride, pad, dil = int(rng.integers(1, 3)), int(rng.integers(0, 2)), int(rng.integers(1, 3))
+    x = tensor("x", (1, groups * cg, size, size))
+    w = const((groups * og, cg, 3, 3), seed=seed)
+
+    def body(bb, x):
+        y = bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil, groups=groups))
+        return R.nn.relu(y)
+
+    return module([x], body), ["conv2d-merge-groups"]
+
+
+def relu_over_concat(seed, positive):
+    a, b = tensor("a", (2, 3, 4)), tensor("b", (2, 5, 4))
+    second = R.nn.relu if positive else R.sigmoid  # negative: different activations
+
+    def body(bb, a, b):
+        return R.concat([bb.emit(R.nn.relu(a)), bb.emit(second(b))], axis=1)
+
+    return module([a, b], body), ["relu-over-concat"]
+
+
 BUILDERS = {
     **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
     **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
@@ -393,8 +470,15 @@ BUILDERS = {
     "reshape-chain": reshape_chain,
     "broadcast-identity": broadcast_identity,
     "astype-identity": astype_identity,
-    "add-commute-const": _commute(R.add, "add-commute-const"),
-    "mul-commute-const": _commute(R.multiply, "mul-commute-const"),
+    "add-commute": _commute(R.add, "add-commute"),
+    "mul-commute": _commute(R.multiply, "mul-commute"),
+    "add-assoc-const": _assoc(R.add, "add-assoc-const"),
+    "mul-assoc-const": _assoc(R.multiply, "mul-assoc-const"),
+    "mul-factor": mul_factor,
+    "mul-distribute-const": mul_distribute_const,
+    "batch-norm-absorb-bias": batch_norm_absorb_bias,
+    "conv2d-merge-groups": conv2d_merge_groups,
+    "relu-over-concat": relu_over_concat,
     "matmul-merge": matmul_merge,
     "matmul-merge-extend": matmul_merge_extend,
     "conv2d-merge": conv2d_merge,
@@ -489,6 +573,12 @@ def _add_weights_other_inputs():
     return module([x, y], body), ["conv2d-add-weights"]
 
 
+def _depthwise():
+    x = tensor("x", (1, 4, 6, 6))
+    body = lambda bb, x: R.nn.conv2d(x, const((8, 1, 3, 3)), groups=4)  # noqa: E731
+    return module([x], body), ["conv2d-merge-groups"]
+
+
 MORE_NEGATIVES = {
     "enlarge-other-stride": lambda: _enlarge_pair(stride2=2),
     "enlarge-weight-not-constant": lambda: _enlarge_pair(const1=False),
@@ -501,6 +591,7 @@ MORE_NEGATIVES = {
     "slice-negative-begin": lambda: _slice_variant(1, -3),
     "assoc-middle-not-constant": _assoc_nonconst_middle,
     "add-weights-other-inputs": _add_weights_other_inputs,
+    "merge-groups-depthwise": _depthwise,
 }
 
 

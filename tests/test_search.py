@@ -203,3 +203,46 @@ def test_bad_mcts_settings_raise_value_error(overrides):
         mcts_config("default", **overrides)
     with pytest.raises(ValueError):
         mcts_config("nope")
+
+
+# ---- multi-pattern rules and their iteration limit (TENSAT's k_multi)
+
+
+def test_query_roots_counts_separate_tensor_terms():
+    from tvm_eqsat.rules import query_roots
+
+    assert query_roots("(rewrite (Relu (Relu x)) (Relu x) :name \"r\")") == ["lhs"]
+    two = "(rule ((= e1 (Matmul x w1 od)) (= e2 (Matmul x w2 od)) (const w1)) () :name \"m\")"
+    assert sorted(query_roots(two)) == ["e1", "e2"]
+    nested = "(rule ((= e (Add c1 c2)) (= c1 (Conv2d x w1 s p d g l1 l2 l3 od)) (= c2 (Relu x))) () :name \"n\")"
+    assert query_roots(nested) == ["e"]
+    # a list destructuring and a relation are not tensor terms
+    walk = "(rule ((= e (Relu c)) (concat-walk c l 1 0) (= l (TCons h t))) () :name \"w\")"
+    assert query_roots(walk) == ["e"]
+
+
+def test_merges_are_multi_pattern_and_the_rest_mostly_not():
+    lib = load_library()
+    multi = {r.name for r in lib.rules if r.multi}
+    assert {"matmul-merge", "matmul-merge-extend", "conv2d-merge", "conv2d-enlarge"} <= multi
+    assert not multi & {"conv2d-batch-norm-fold", "conv2d-add-weights", "strided-slice-of-concat", "mul-factor"}
+
+
+@pytest.mark.parametrize("multi_limit, merges", [(0, False), (1, True), (None, True)])
+def test_multi_limit_stops_multi_pattern_rules(multi_limit, merges):
+    library = load_library().select(["algebra", "merges"])
+    graph = graph_from_block(merge_module()["main"].body.blocks[0])
+    egraph = TensorEGraph(graph, library.program())
+    result = grow(egraph, "saturate", library.families, node_limit=20000, iter_limit=30,
+                  deadline=time.monotonic() + 60, multi_limit=multi_limit)  # fmt: skip
+    assert (result.rules_applied.get("matmul-merge", 0) > 0) == merges
+    assert result.rules_applied.get("add-commute", 0) > 0  # single-pattern rules run regardless
+    if multi_limit == 1:  # the 3-way merge needs a second iteration of the extend rule
+        assert result.rules_applied.get("matmul-merge-extend", 0) == 0
+
+
+def test_multi_limit_is_validated():
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError):
+            tvm_eqsat.make_options(multi_limit=bad)
+    assert tvm_eqsat.make_options(multi_limit=2).multi_limit == 2

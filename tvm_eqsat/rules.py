@@ -4,6 +4,11 @@ Each file is one family (a unit the search applies as one action).  An entry is
 an egglog ``rewrite``, ``birewrite`` or ``rule`` form with a ``:name``; guards use
 the e-graph analyses ``shape``, ``dtype`` and ``const``.  The loader checks the
 names and adds the ``:ruleset`` clause, so rule files stay free of plumbing.
+
+A rule whose query matches two or more separate tensor terms (two kernels on one
+input, say) is a *multi-pattern* rule, TENSAT's costly kind.  Each family ``F`` is
+declared as ``F.single`` and ``F.multi`` combined into ``F``, so saturation can
+stop the multi-pattern rules after a number of rounds (TENSAT's ``k_multi``).
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ class Rule:
     family: str
     text: str  # the egglog form as written
 
+    @property
+    def multi(self) -> bool:
+        """Does the query match more than one separate tensor term?"""
+        return len(query_roots(self.text)) > 1
+
 
 @dataclass(frozen=True)
 class RuleLibrary:
@@ -40,10 +50,14 @@ class RuleLibrary:
         return sorted({r.family for r in self.rules})
 
     def program(self) -> str:
-        """egglog text declaring one ruleset per family and adding its rules."""
-        lines = [f"(ruleset {f})" for f in self.families]
+        """egglog text declaring the rulesets of every family and adding its rules."""
+        lines = []
+        for f in self.families:
+            lines += [f"(ruleset {single(f)})", f"(ruleset {multi(f)})",
+                      f"(unstable-combined-ruleset {f} {single(f)} {multi(f)})"]
         for r in self.rules:
-            lines.append(r.text[:-1].rstrip() + f" :ruleset {r.family})")
+            ruleset = multi(r.family) if r.multi else single(r.family)
+            lines.append(r.text[:-1].rstrip() + f" :ruleset {ruleset})")
         return "\n".join(lines)
 
     def select(self, names: Iterable[str]) -> "RuleLibrary":
@@ -54,6 +68,63 @@ class RuleLibrary:
         if unknown:
             raise ValueError(f"unknown rule or family {sorted(unknown)}; known families: {self.families}")
         return RuleLibrary(tuple(r for r in self.rules if r.name in wanted or r.family in wanted))
+
+
+def single(family: str) -> str:
+    """The ruleset of a family's single-pattern rules."""
+    return f"{family}.single"
+
+
+def multi(family: str) -> str:
+    """The ruleset of a family's multi-pattern rules."""
+    return f"{family}.multi"
+
+
+def _sexpr(text: str):
+    """Parse one s-expression into nested lists of atoms (strings kept whole)."""
+    tokens = re.findall(r'"[^"]*"|[()]|[^\s()]+', text)
+    stack: list[list] = [[]]
+    for tok in tokens:
+        if tok == "(":
+            stack.append([])
+        elif tok == ")":
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(tok)
+    return stack[0][0]
+
+
+def query_roots(form: str) -> list[str]:
+    """Variables bound to tensor-constructor patterns that no other pattern contains.
+
+    A ``rewrite`` has one root; a ``rule`` query ``(= e1 (Matmul x w1 od)) (= e2
+    (Matmul x w2 od))`` has two (e1, e2).  Patterns on lists (``TCons``) and facts
+    on analyses or relations are not tensor terms.
+    """
+    from .egraph import signatures  # the tensor constructors
+
+    expr = _sexpr(form)
+    if expr[0] != "rule":
+        return ["lhs"]
+    tensor_ctors = set(signatures())
+    bound: dict[str, list] = {}
+    for fact in expr[1]:
+        if isinstance(fact, list) and len(fact) == 3 and fact[0] == "=":
+            a, b = fact[1], fact[2]
+            var, term = (a, b) if isinstance(a, str) else (b, a)
+            if isinstance(var, str) and isinstance(term, list) and term and term[0] in tensor_ctors:
+                bound[var] = term
+
+    def atoms(term):
+        for t in term:
+            if isinstance(t, list):
+                yield from atoms(t)
+            else:
+                yield t
+
+    inside = {a for term in bound.values() for a in atoms(term[1:])}
+    return [v for v in bound if v not in inside]
 
 
 def split_forms(text: str) -> list[str]:

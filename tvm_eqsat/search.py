@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .egraph import TensorEGraph, signatures
+from .rules import single
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -62,21 +63,28 @@ def saturate(
     node_limit: int,
     iter_limit: int,
     deadline: float,
+    multi_limit: int | None = None,
     **_ignored: Any,
 ) -> GrowthResult:
+    """Run every family once per iteration until nothing changes or a limit is hit.
+
+    ``multi_limit`` (TENSAT's ``k_multi``): the iterations in which multi-pattern
+    rules run; later iterations run only the single-pattern rules.  ``None``: all.
+    """
     result = GrowthResult()
     if not families:
         result.stop_reason = "no rules"
         return result
-    for _ in range(iter_limit):
+    for it in range(iter_limit):
+        rulesets = families if multi_limit is None or it < multi_limit else [single(f) for f in families]
         if time.monotonic() >= deadline:
             result.stop_reason = "time limit"
             return result
         egraph.push()
         matched: dict[str, int] = {}
         updated = False
-        for family in families:
-            counts, changed = egraph.run_ruleset(family)
+        for ruleset in rulesets:
+            counts, changed = egraph.run_ruleset(ruleset)
             updated |= changed
             for rule, n in counts.items():
                 if n:
@@ -691,9 +699,13 @@ def mcts(
     cost_model: Any = None,
     seed: int = 0,
     mcts_preset: str | MctsConfig = "default",
+    multi_limit: int | None = None,
     **overrides: Any,
 ) -> GrowthResult:
     """Grow the e-graph by MCTS over rule families (see the module docstring).
+
+    ``multi_limit`` is saturation's and is ignored: MCTS chooses when each family
+    (multi-pattern rules included) runs, within its action budget.
 
     ``iter_limit`` bounds a path at ``iter_limit * len(families)`` actions, the
     work of ``iter_limit`` saturation iterations; ``overrides`` change fields of

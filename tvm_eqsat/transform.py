@@ -41,6 +41,7 @@ class Options:
     node_limit: int = 20_000
     time_limit_s: float = 30.0
     iter_limit: int = 30
+    multi_limit: int | None = None  # saturation iterations that run multi-pattern rules (TENSAT's k_multi); None: all
     seed: int = 0
     rules: tuple[str, ...] | None = None  # rule families or rule names; None = all
     mcts_preset: str = "default"  # search="mcts" budgets: "fast", "default", "thorough"
@@ -79,6 +80,9 @@ def make_options(**options: Any) -> Options:
         raise ValueError(f"node_limit must be positive, got {opts.node_limit}")
     if opts.iter_limit < 0:
         raise ValueError(f"iter_limit must not be negative, got {opts.iter_limit}")
+    ml = opts.multi_limit
+    if ml is not None and (not isinstance(ml, int) or isinstance(ml, bool) or ml < 0):
+        raise ValueError(f"multi_limit must be None or a non-negative integer, got {ml!r}")
     if not isinstance(opts.time_limit_s, (int, float)) or not opts.time_limit_s > 0:
         raise ValueError(f"time_limit_s must be a positive number, got {opts.time_limit_s!r}")
     _library(opts)  # raises for unknown rule names
@@ -141,6 +145,7 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
         ctx.library.families,
         node_limit=ctx.opts.node_limit,
         iter_limit=ctx.opts.iter_limit,
+        multi_limit=ctx.opts.multi_limit,
         deadline=ctx.deadline,
         cost_model=ctx.cost,
         seed=ctx.opts.seed,
