@@ -29,6 +29,7 @@ Results go to ``benchmarks/results/<target>-<flow>[-small].{csv,json,md,png}`` (
 whose rows are all there are skipped unless ``--force``.  A model that fails to import or
 to build is logged and skipped.
 
+    python scripts/benchmark.py --quick                                  # small BERT, tuned, 4 trials (minutes)
     python scripts/benchmark.py --small --flow default                   # ten small models, llvm
     python scripts/benchmark.py --small --flow tuned --trials 8 --models nasrnn bert-base
     python scripts/benchmark.py --flow tuned --trials 64                 # full-size suite (hours)
@@ -636,6 +637,12 @@ def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
 # ---------------------------------------------------------------- main
 
 
+QUICK = ["--models", "bert-base", "--small", "--flow", "tuned", "--trials", "4", "--repeat", "15",
+         "--min-ms", "5", "--force"]  # fmt: skip
+"""``--quick``: one small model, a small tuning budget, a few minutes on 2 cores."""
+QUICK_DIR = Path(os.path.expanduser("~/.cache/tvm_eqsat/quick"))
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=None, help=f"names from {sorted(models.MODELS)} (default: the suite)")
@@ -653,7 +660,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--force", action="store_true", help="re-run models that already have rows")
     p.add_argument("--dry-run", action="store_true", help="compile every variant, no timing, no results files")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument(
+        "--quick", action="store_true",
+        help=f"the README's main job: {' '.join(QUICK)} (explicit options win), results in {QUICK_DIR}",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.quick:
+        given = {a.split("=")[0] for a in argv if a.startswith("--")}
+        defaults = p.parse_args(QUICK)
+        for key in ("models", "small", "flow", "trials", "repeat", "min_ms", "force"):
+            if f"--{key.replace('_', '-')}" not in given:
+                setattr(args, key, getattr(defaults, key))
+        if "--out-dir" not in given:
+            args.out_dir = str(QUICK_DIR)
     args.models = args.models or list(models.SUITE)
     unknown = [m for m in args.models if m not in models.MODELS]
     if unknown:

@@ -80,3 +80,13 @@ def test_rerun_resumes(run):
     assert bench.main(argv) == 0  # nothing left to measure: no model is imported or built again
     assert _rows(out / "llvm-default-small.csv") == before
     assert len(json.loads((out / "llvm-default-small.json").read_text())["runs"]) == 2
+
+
+def test_quick_is_one_small_tuned_model_and_explicit_options_win():
+    bench = _load_script()
+    args = bench.parse_args(["--quick"])
+    assert (args.models, args.small, args.flow, args.trials, args.force) == (["bert-base"], True, "tuned", 4, True)
+    assert args.out_dir == str(bench.QUICK_DIR)
+    args = bench.parse_args(["--quick", "--trials", "2", "--models", "nasrnn", "--out-dir", "/tmp/x"])
+    assert (args.models, args.trials, args.out_dir, args.flow) == (["nasrnn"], 2, "/tmp/x", "tuned")
+    assert bench.parse_args([]).flow == "default"  # --quick's settings are not the defaults
