@@ -131,3 +131,28 @@ def test_pass_with_learned_model_keeps_numerics(trained_dir):
     assert report.cost_model == "xgb"
     assert report.functions["main"].cost_before > 0
     assert_close(mod, new)
+
+
+def test_graph_accuracy_summary_counts_orders_and_ties():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "graph_accuracy.py"
+    spec = importlib.util.spec_from_file_location("graph_accuracy_script", path)
+    ga = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ga)
+
+    def row(model, measured, predicted, reproduced=True, stock_us=100.0, stock_ms=1.0):
+        return {"model": model, "measured_speedup": measured, "roofline_speedup": predicted,
+                "roofline_stock_us": stock_us, "stock_ms": stock_ms, "reproduced": reproduced}
+
+    rows = [
+        row("a", 1.30, 1.10, stock_us=10, stock_ms=0.1),  # right
+        row("b", 0.80, 1.20, stock_us=20, stock_ms=0.3),  # wrong
+        row("c", 1.01, 0.90, stock_us=30, stock_ms=0.2),  # a tie: not decided
+        row("d", 0.50, 2.00, reproduced=False),  # left out
+    ]
+    s = ga.summary(rows, "roofline")
+    assert (s["pairs"], s["ties"], s["order_right"], s["wrong"]) == (3, 1, 1, ["b"])
+    assert s["order_share"] == 0.5
+    assert s["spearman_stock"] == pytest.approx(0.5)

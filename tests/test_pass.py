@@ -197,3 +197,14 @@ def test_report_summary_lists_functions():
     text = report.summary()
     assert "main" in text and "cost before" in text
     assert isinstance(tvm_eqsat.Report, type)
+
+
+def test_predicted_cost_is_what_the_report_counts():
+    from tvm_eqsat.transform import predicted_cost
+
+    mod = _redundant_module()
+    new, report = optimize(mod, "llvm")
+    f = report.functions["main"]
+    assert f.changed and f.cost_after < f.cost_before
+    assert predicted_cost(mod, "llvm") == pytest.approx(f.cost_before, rel=1e-6)
+    assert predicted_cost(new, "llvm") == pytest.approx(f.cost_after, rel=1e-3)

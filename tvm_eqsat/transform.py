@@ -248,6 +248,29 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
     return _with_blocks(func, blocks), report
 
 
+def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline") -> float:
+    """A module's predicted cost (microseconds): every dataflow block the pass can read,
+    each shared node once, under ``cost_model`` for ``target`` (what the report's
+    ``cost_before``/``cost_after`` measure).  Blocks it cannot read count nothing."""
+    tgt = _target_or_current(resolve_target(target) if target is not None else None)
+    cost = cost_mod.make_cost_model(cost_model, tgt.kind.name)
+    graphs = []
+    for _, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or _skip_reason(func) is not None:
+            continue
+        for block in func.body.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                try:
+                    graphs.append(graph_from_block(block, _weights(func)))
+                except Unsupported:
+                    continue
+    if hasattr(cost, "prepare"):
+        cost.prepare([
+            (n.op, n.attrs, [g.nodes[i].ty for i in n.inputs], n.ty, n.is_const) for g in graphs for n in g.nodes
+        ])  # fmt: skip
+    return sum(dag_cost(g, cost) for g in graphs)
+
+
 def _with_blocks(func, blocks) -> relax.Function:
     """``func`` with new binding blocks, normalised so every expression has its type."""
     body = relax.SeqExpr(blocks, func.body.body)
