@@ -419,6 +419,26 @@ def strided_slice_identity(seed, positive):
     return module([x], body), ["strided-slice-identity"]
 
 
+def _matmul_rows(n, name):
+    """n matmuls of different inputs by one weight (rank 2, or 3 with a shared batch)."""
+
+    def build(seed, positive):
+        rng = _rng(seed)
+        k, width, lead = 5, 4, ((2,) if seed % 2 else ())
+        xs = [tensor(f"x{i}", lead + (int(rng.integers(1, 4)), k)) for i in range(n)]
+        w, w2 = tensor("w", (k, width)), tensor("w2", (k, width))
+
+        def body(bb, *args):
+            # negative: the last matmul uses another weight
+            outs = [R.matmul(x, w if positive or i < n - 1 else w2) for i, x in enumerate(xs)]
+            return relax.Tuple([bb.emit(o) for o in outs])
+
+        rules = [name] if n == 2 else ["matmul-merge-rows", name]
+        return module(xs + [w, w2], body), rules
+
+    return build
+
+
 def batch_norm_absorb_bias(seed, positive):
     rng = _rng(seed)
     cin, cout, size = int(rng.integers(2, 5)), int(rng.integers(2, 6)), int(rng.integers(5, 8))
@@ -479,6 +499,8 @@ BUILDERS = {
     "batch-norm-absorb-bias": batch_norm_absorb_bias,
     "conv2d-merge-groups": conv2d_merge_groups,
     "relu-over-concat": relu_over_concat,
+    "matmul-merge-rows": _matmul_rows(2, "matmul-merge-rows"),
+    "matmul-merge-rows-extend": _matmul_rows(3, "matmul-merge-rows-extend"),
     "matmul-merge": matmul_merge,
     "matmul-merge-extend": matmul_merge_extend,
     "conv2d-merge": conv2d_merge,
@@ -573,6 +595,12 @@ def _add_weights_other_inputs():
     return module([x, y], body), ["conv2d-add-weights"]
 
 
+def _rows_other_batch():
+    x1, x2, w = tensor("x1", (2, 3, 5)), tensor("x2", (3, 3, 5)), tensor("w", (5, 4))
+    body = lambda bb, x1, x2, w: relax.Tuple([bb.emit(R.matmul(x1, w)), bb.emit(R.matmul(x2, w))])  # noqa: E731
+    return module([x1, x2, w], body), ["matmul-merge-rows"]
+
+
 def _depthwise():
     x = tensor("x", (1, 4, 6, 6))
     body = lambda bb, x: R.nn.conv2d(x, const((8, 1, 3, 3)), groups=4)  # noqa: E731
@@ -592,6 +620,7 @@ MORE_NEGATIVES = {
     "assoc-middle-not-constant": _assoc_nonconst_middle,
     "add-weights-other-inputs": _add_weights_other_inputs,
     "merge-groups-depthwise": _depthwise,
+    "merge-rows-other-batch": _rows_other_batch,
 }
 
 

@@ -168,7 +168,8 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
             for c, nodes in enumerate(snap.classes)
             for n in nodes
         ])
-    budget = max(1.0, ctx.deadline - time.monotonic())  # the ILP may use what growth left
+    # the ILP may use what growth left, less a margin for its own overshoot and the rebuild
+    budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
     choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
     before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
