@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from .egraph import signatures
 from .paths import data_dir
 
 RULE_FORMS = ("rewrite", "birewrite", "rule")
@@ -102,8 +103,6 @@ def query_roots(form: str) -> list[str]:
     (Matmul x w2 od))`` has two (e1, e2).  Patterns on lists (``TCons``) and facts
     on analyses or relations are not tensor terms.
     """
-    from .egraph import signatures  # the tensor constructors
-
     expr = _sexpr(form)
     if expr[0] != "rule":
         return ["lhs"]
