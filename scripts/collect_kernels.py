@@ -28,30 +28,15 @@ from tqdm import tqdm
 
 from tvm_eqsat import models
 from tvm_eqsat.egraph import TensorEGraph
-from tvm_eqsat.graph import TensorTy, Unsupported, graph_from_block, ty_of
-from tvm_eqsat.measure import build_workload, kernel_workloads, measure, nvcc_compile, workload_module
+from tvm_eqsat.graph import TensorTy
+from tvm_eqsat.measure import build_workload, kernel_out_ty, kernel_workloads, measure, module_graphs, nvcc_compile
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import saturate
+from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row
 
-FIELDS = ["target", "flow", "trials", "model", "source", "op", "key", "out_ty", "median_us", "p10_us", "p90_us", "seconds"]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def model_blocks(mod):
-    """The TensorGraph of every dataflow block of every Relax function (unmodelled blocks skipped)."""
-    from tvm import relax
-
-    for _, func in mod.functions.items():
-        if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
-            continue
-        for block in func.body.blocks:
-            if isinstance(block, relax.DataflowBlock):
-                try:
-                    yield graph_from_block(block)
-                except Unsupported:
-                    continue
 
 
 def rewrite_workloads(graph, node_limit: int = 20000) -> list[Workload]:
@@ -105,19 +90,6 @@ def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
     return out
 
 
-def out_ty(w: Workload):
-    """The kernel's own output type, by Relax's inference on the one-kernel module."""
-    func = workload_module(w)["main"]
-    first = func.body.blocks[0].bindings[0].var
-    return ty_of(first.ty)
-
-
-def _ty_json(ty) -> list:
-    if isinstance(ty, TensorTy):
-        return [list(ty.shape), ty.dtype]
-    return [_ty_json(t) for t in ty]
-
-
 def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str, str, Workload]]:
     """(model, source, workload), deduplicated by workload key in first-seen order."""
     rng = random.Random(seed)
@@ -131,7 +103,7 @@ def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str
 
     for name in tqdm(model_names, desc="importing models", file=sys.stderr):
         model = models.MODELS[name]()
-        for graph in model_blocks(model.mod):
+        for graph in module_graphs(model.mod):
             base = kernel_workloads(graph)
             for w in base:
                 add(name, "model", w)
@@ -221,24 +193,20 @@ def main() -> None:
     new_file = not out.exists()
     failures = 0
     with open(out, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         if new_file:
             writer.writeheader()
         for model, source, w in tqdm(todo, desc=f"measuring ({flow}, {args.trials} trials)", file=sys.stderr):
             t = time.perf_counter()
             try:
-                ty = out_ty(w)
+                ty = kernel_out_ty(w)
                 m = measure(w, target, flow=flow, trials=args.trials, work_dir=work_dir, repeat=args.repeat)
             except Exception as err:  # a workload TVM cannot build is skipped, not fatal
                 failures += 1
                 logging.warning("skipped %s %s: %s", w.op, [t.shape for t in w.inputs], str(err).splitlines()[0][:200])
                 continue
-            writer.writerow({
-                "target": args.target, "flow": flow, "trials": args.trials, "model": model, "source": source,
-                "op": w.op, "key": w.key(), "out_ty": json.dumps(_ty_json(ty)),
-                "median_us": f"{m.median_us:.3f}", "p10_us": f"{m.p10_us:.3f}", "p90_us": f"{m.p90_us:.3f}",
-                "seconds": f"{time.perf_counter() - t:.1f}",
-            })
+            writer.writerow(dataset_row(args.target, flow, args.trials, model, source, w, ty, m.median_us, m.p10_us,
+                                        m.p90_us, time.perf_counter() - t))
             f.flush()
     print(f"{len(todo) - failures} measured, {failures} skipped -> {out}")
 

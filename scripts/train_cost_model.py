@@ -8,6 +8,10 @@ trains on everything and saves ``cost_models/<target>/model.json``,
     python scripts/train_cost_model.py --target llvm
     # adapt the shipped model to a new machine with a few hundred fresh measurements
     python scripts/train_cost_model.py --target llvm --dataset my.csv --finetune-from cost_models/llvm --out my_model
+    # learn from a MetaSchedule database you already have (no new measurements):
+    # the kernels of the named models (stock and after tvm-eqsat) are looked up in it
+    python scripts/train_cost_model.py --target llvm --from-database ~/.cache/tvm_eqsat/ms-llvm \
+        --models bert-base resnet50 --out my_model [--finetune-from cost_models/llvm]
 """
 
 from __future__ import annotations
@@ -15,15 +19,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
-import json
 import platform
+import shlex
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy.stats import spearmanr
 
 from tvm_eqsat.features import NAMES
-from tvm_eqsat.xgb_model import ROUNDS, KernelModel, load_dataset, sample_features, train
+from tvm_eqsat.xgb_model import DATASET_FIELDS, ROUNDS, KernelModel, dataset_row, load_dataset, sample_features, train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,8 +75,8 @@ def roofline_us(samples, target: str) -> np.ndarray:
     ])
 
 
-def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> dict:
-    """Random k-fold over kernels (in-distribution accuracy, for comparison)."""
+def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> tuple[dict, np.ndarray]:
+    """Random k-fold over kernels (in-distribution accuracy): metrics and predictions."""
     x = sample_features(samples)
     y = np.array([s.median_us for s in samples])
     fold = np.random.default_rng(seed).permutation(len(samples)) % k
@@ -80,7 +85,41 @@ def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> dict:
         test = fold == f
         booster = train([s for s, t in zip(samples, test) if not t], rounds)
         pred[test] = KernelModel(booster, {}).predict_us(x[test])
-    return metrics(y, pred)
+    return metrics(y, pred), pred
+
+
+def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, path: Path) -> None:
+    """Write the kernels of the zoo models ``names`` (stock and after tvm-eqsat) that the
+    MetaSchedule database ``work_dir`` has tuned to ``path`` as dataset rows."""
+    import csv
+
+    import tvm
+
+    import tvm_eqsat
+    from tvm_eqsat import models
+    from tvm_eqsat.harvest import harvest
+    from tvm_eqsat.measure import kernel_out_ty
+
+    tgt = tvm.target.Target(target)
+    rows, seen = [], set()
+    for name in names:
+        model = models.MODELS[name](small=small)
+        rewritten, _ = tvm_eqsat.optimize(model.mod, tgt)
+        for h in harvest(work_dir, [model.mod, rewritten], tgt, progress=True):
+            if h.workload.key() in seen:
+                continue
+            seen.add(h.workload.key())
+            rows.append(dataset_row(target, "tuned", h.trials, name, "database", h.workload,
+                                    kernel_out_ty(h.workload), h.median_us, h.median_us, h.median_us, 0.0))
+        print(f"{name}: {len(rows)} kernels so far", file=sys.stderr)
+    if not rows:
+        raise SystemExit(f"{work_dir}: none of the kernels of {names} is in this database")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"{len(rows)} kernels harvested from {work_dir} -> {path}", file=sys.stderr)
 
 
 def plot(y, pred, groups, path: Path, title: str) -> None:
@@ -110,23 +149,43 @@ def _row(name: str, m: dict) -> str:
 
 
 def main() -> None:
+    from tvm_eqsat import models
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-    p.add_argument("--dataset", default=None, help="default cost_models/<target>/dataset.csv")
-    p.add_argument("--out", default=None, help="default cost_models/<target>")
+    p.add_argument("--dataset", default=None,
+                   help="default cost_models/<target>/dataset.csv (with --from-database: <out>/dataset.csv, rewritten)")
+    p.add_argument("--out", default=None, help="default cost_models/<target> (with --from-database: DIR/cost_model)")
     p.add_argument("--rounds", type=int, default=ROUNDS)
-    p.add_argument("--finetune-from", default=None, help="continue training this model directory on the dataset")
+    p.add_argument("--finetune-from", default=None,
+                   help="continue boosting this model directory on the dataset (adapts a model to a new machine)")
+    p.add_argument("--from-database", metavar="DIR", default=None,
+                   help="harvest the dataset from this MetaSchedule database instead of measuring")
+    p.add_argument("--models", nargs="+", default=None, choices=sorted(models.MODELS),
+                   help="with --from-database: the zoo models that were tuned into it (default: all)")
+    p.add_argument("--small", action="store_true", help="with --from-database: the reduced models were tuned")
     args = p.parse_args()
-    out = Path(args.out or ROOT / "cost_models" / args.target)
-    dataset = Path(args.dataset or ROOT / "cost_models" / args.target / "dataset.csv")
+    if args.from_database:
+        out = Path(args.out or Path(args.from_database) / "cost_model")
+        dataset = Path(args.dataset or out / "dataset.csv")
+        harvest_dataset(args.from_database, args.models or sorted(models.MODELS), args.small, args.target, dataset)
+    else:
+        out = Path(args.out or ROOT / "cost_models" / args.target)
+        dataset = Path(args.dataset or ROOT / "cost_models" / args.target / "dataset.csv")
     samples = load_dataset(dataset)
     if len(samples) < 10:
         raise SystemExit(f"{dataset}: {len(samples)} samples; collect more with scripts/collect_kernels.py")
     flows = _flows(dataset)
 
-    y, pred, groups, per_model = held_out_by_model(samples, args.rounds)
-    overall = metrics(y, pred)
-    kfold = k_fold(samples, args.rounds)
+    kfold, kfold_pred = k_fold(samples, args.rounds)
+    groups = [s.model for s in samples]
+    if len(set(groups)) > 1:
+        y, pred, groups, per_model = held_out_by_model(samples, args.rounds)
+        overall = metrics(y, pred)
+        split = "held out by model"
+    else:  # one model: nothing to hold out, so the random folds stand in
+        y, pred, per_model, overall = np.array([s.median_us for s in samples]), kfold_pred, {}, None
+        split = "random 5-fold (one model only)"
     roofline = metrics(y, roofline_us(samples, args.target))
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(samples, args.rounds if base is None else max(args.rounds // 4, 50), base=base)
@@ -137,6 +196,7 @@ def main() -> None:
         "models": sorted(set(groups)),
         "flows": flows,
         "dataset": str(dataset.relative_to(ROOT)) if dataset.is_relative_to(ROOT) else str(dataset),
+        "from_database": args.from_database,
         "tvm": importlib.metadata.version("apache-tvm"),
         "xgboost": importlib.metadata.version("xgboost"),
         "machine": _cpu_name(),
@@ -148,23 +208,30 @@ def main() -> None:
     }
     model = KernelModel(booster, metadata)
     model.save(out)
-    plot(y, pred, groups, out / "predicted_vs_measured.png", f"{args.target}: held out by model")
+    plot(y, pred, groups, out / "predicted_vs_measured.png", f"{args.target}: {split}")
 
+    command = "python scripts/train_cost_model.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
         f"# Cost model report: {args.target}",
         "",
-        f"Produced by `python scripts/train_cost_model.py --target {args.target}` on {metadata['date']} "
+        f"Produced by `{command}` on {metadata['date']} "
         f"from `{metadata['dataset']}` ({len(samples)} kernels; flows: {', '.join(flows)}; "
-        f"machine: {metadata['machine']}, {metadata['cores']} cores; TVM {metadata['tvm']}).",
+        f"machine: {metadata['machine']}, {metadata['cores']} cores; TVM {metadata['tvm']})."
+        + (f" Fine-tuned from `{args.finetune_from}`." if args.finetune_from else ""),
         "",
-        "Held out **by model**: each model's kernels are predicted by a model trained on the other models' kernels only.",
-        "",
-        "| held-out model | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
-        "|---|---|---|---|---|---|---|---|",
-        *(_row(name, m) for name, m in per_model.items()),
-        _row("**all**", overall),
-        "",
-        "For comparison, random 5-fold over kernels (a kernel's own model is in the training set):",
+    ]
+    if per_model:
+        lines += [
+            "Held out **by model**: each model's kernels are predicted by a model trained on the other models' kernels only.",
+            "",
+            "| held-out model | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
+            "|---|---|---|---|---|---|---|---|",
+            *(_row(name, m) for name, m in per_model.items()),
+            _row("**all**", overall),
+            "",
+        ]
+    lines += [
+        "Random 5-fold over kernels (a kernel's own model is in the training set):",
         "",
         "| split | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
         "|---|---|---|---|---|---|---|---|",
@@ -173,11 +240,12 @@ def main() -> None:
         "",
         "Targets (issue): Spearman >= 0.95, >= 90% within 20%.",
         "",
-        "![predicted vs measured](predicted_vs_measured.png)",
+        f"![predicted vs measured ({split})](predicted_vs_measured.png)",
         "",
         "Kernels per source: " + ", ".join(f"{k} {v}" for k, v in _count(s.source for s in samples).items()) + ".",
         "Kernels per op: " + ", ".join(f"{k} {v}" for k, v in _count(s.workload.op for s in samples).items()) + ".",
-        f"Median spread of the measurements ((p90 - p10) / median): {np.median([s.spread for s in samples]) * 100:.1f}%.",
+        f"Median spread of the measurements ((p90 - p10) / median): {np.median([s.spread for s in samples]) * 100:.1f}%"
+        + (" (harvested rows carry the tuner's best time only, no spread)." if args.from_database else "."),
         "",
     ]
     (out / "REPORT.md").write_text("\n".join(lines))

@@ -16,7 +16,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from tvm_eqsat import measure, tune, verify
+from tvm_eqsat import harvest, measure, tune, verify
 from tvm_eqsat.graph import TensorTy, graph_from_block
 from tvm_eqsat.workload import Epilogue, Workload
 
@@ -32,8 +32,11 @@ CONV = Workload(
 )
 
 
+CLIPPED = Workload(MATMUL.op, MATMUL.attrs, MATMUL.inputs, (Epilogue("Add", (128, 128), (), True), Epilogue("Clip", None, (0.0, 6.0))))
+
+
 def test_workload_json_roundtrip():
-    for w in (MATMUL, CONV):
+    for w in (MATMUL, CONV, CLIPPED):
         assert Workload.from_json(w.to_json()) == w
         assert Workload.from_json(__import__("json").loads(w.key())) == w
 
@@ -66,6 +69,49 @@ def test_kernel_workloads_follow_fusion():
     graph = graph_from_block(mod["main"].body.blocks[0])
     (w,) = measure.kernel_workloads(graph)
     assert w.op == "Matmul" and w.epilogue == (Epilogue("Add", (16,)), Epilogue("Relu"))
+
+
+def test_kernel_workloads_keep_operand_order_attrs_and_batch_norm_epilogues():
+    """What a MetaSchedule database lookup needs to rebuild the fused kernel exactly:
+    a residual added on the left, clip's bounds, and the epilogue after a batch norm."""
+    c = 8
+
+    def body(bb, x, w, r, g, beta, mean, var):
+        y = bb.emit(relax.op.add(r, relax.op.nn.conv2d(x, w, padding=1)))
+        y = bb.emit(relax.op.clip(y, 0.0, 6.0))
+        bn = bb.emit(relax.op.nn.batch_norm(y, g, beta, mean, var, axis=1))
+        return bb.emit(relax.op.nn.relu(relax.TupleGetItem(bn, 0)))
+
+    shapes = [(1, c, 8, 8), (c, c, 3, 3), (1, c, 8, 8), (c,), (c,), (c,), (c,)]
+    mod = module([tensor(n, s) for n, s in zip("xwrgbmv", shapes)], body)
+    conv, bn = sorted(measure.module_workloads(mod), key=lambda w: w.op != "Conv2d")
+    assert conv.epilogue == (Epilogue("Add", (1, c, 8, 8), (), True), Epilogue("Clip", None, (0.0, 6.0)))
+    assert bn.op == "BatchNorm" and bn.epilogue == (Epilogue("Relu"),)
+    # the one-kernel module computes the same thing, operand on the left
+    built = measure.workload_module(conv)
+    call = built["main"].body.blocks[0].bindings[1].value
+    assert call.op.name == "relax.add" and call.args[0].name == "e0"
+
+
+def test_harvest_reads_a_tuned_modules_kernels(tmp_path):
+    """Kernels of a module tuned into a database come back with the tuner's time;
+    a kernel that was never tuned does not; a missing database is a clear error."""
+
+    def mlp(n):
+        return module(
+            [tensor("x", (4, n)), tensor("w", (n, 64)), tensor("b", (64,))],
+            lambda bb, x, w, b: bb.emit(relax.op.nn.relu(relax.op.add(relax.op.matmul(x, w), b))),
+        )
+
+    tuned = mlp(32)
+    tune.tune(tuned, tvm.target.Target("llvm"), tmp_path, trials=2)
+    (found,) = harvest.harvest(str(tmp_path), [tuned], "llvm")
+    assert found.workload == measure.module_workloads(tuned)[0]
+    assert found.workload.epilogue == (Epilogue("Add", (64,)), Epilogue("Relu"))
+    assert 0 < found.median_us < 1e6 and found.trials >= 1
+    assert harvest.harvest(str(tmp_path), [mlp(48)], "llvm") == []
+    with pytest.raises(FileNotFoundError, match="database"):
+        harvest.harvest(str(tmp_path / "nothing"), [tuned], "llvm")
 
 
 def test_default_flow_measures_a_kernel():

@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 
 from . import ops
-from .graph import TensorTy
+from .graph import TensorTy, Unsupported, graph_from_block, ty_of
 from .workload import Epilogue, Workload
 from .tune import RPCDevice, build, tune, use_all_cores
 from .verify import random_inputs
@@ -60,8 +60,10 @@ def workload_module(w: Workload) -> tvm.IRModule:
             operands = iter(extra)
             for e in w.epilogue:
                 espec = ops.BY_NAME[e.op]
-                args = [value, next(operands)] if e.operand is not None else [value]
-                value = bb.emit(ops.build_call(espec, args, ()))
+                args = [value] if e.operand is None else [value, next(operands)]
+                if e.operand_first:
+                    args.reverse()
+                value = bb.emit(ops.build_call(espec, args, e.attrs))
             out = bb.emit_output(value)
         bb.emit_func_output(out)
     return bb.get()
@@ -158,18 +160,50 @@ def kernel_workloads(graph) -> list[Workload]:
             continue
         epilogue = []
         cur = nid
+        consumers = users.get(cur, ())
+        if len(consumers) == 1 and graph.nodes[consumers[0]].op == ops.TGET and graph.nodes[consumers[0]].attrs == (0,):
+            cur = consumers[0]  # batch norm: its epilogue follows the normalised output
         while len(users.get(cur, ())) == 1:
             nxt = graph.nodes[users[cur][0]]
             nspec = ops.BY_NAME.get(nxt.op)
-            if nspec is None or nspec.kind != ops.ELEMWISE or nspec.attrs or nxt.ty != graph.nodes[cur].ty:
+            if nspec is None or nspec.kind != ops.ELEMWISE or nxt.ty != graph.nodes[cur].ty:
                 break
             if nspec.n_inputs == 2:
                 other = [i for i in nxt.inputs if i != cur]
                 if len(other) != 1 or not isinstance(graph.nodes[other[0]].ty, TensorTy):
                     break
-                epilogue.append(Epilogue(nxt.op, graph.nodes[other[0]].ty.shape))
+                operand_first = nxt.inputs[0] == other[0]
+                epilogue.append(Epilogue(nxt.op, graph.nodes[other[0]].ty.shape, nxt.attrs, operand_first))
             else:
-                epilogue.append(Epilogue(nxt.op))
+                epilogue.append(Epilogue(nxt.op, None, nxt.attrs))
             cur = users[cur][0]
         out.append(Workload(n.op, n.attrs, in_tys, tuple(epilogue)))
     return out
+
+
+def module_graphs(mod: tvm.IRModule):
+    """The TensorGraph of every dataflow block of every Relax function (blocks we cannot read are skipped)."""
+    for _, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
+            continue
+        for block in func.body.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                try:
+                    yield graph_from_block(block)
+                except Unsupported:
+                    continue
+
+
+def module_workloads(mod: tvm.IRModule) -> list[Workload]:
+    """The distinct kernels (op + fused epilogue) of a module, in first-seen order."""
+    seen: dict[str, Workload] = {}
+    for graph in module_graphs(mod):
+        for w in kernel_workloads(graph):
+            seen.setdefault(w.key(), w)
+    return list(seen.values())
+
+
+def kernel_out_ty(w: Workload):
+    """The kernel's own output type (before its epilogue), by Relax's inference on the one-kernel module."""
+    first = workload_module(w)["main"].body.blocks[0].bindings[0].var
+    return ty_of(first.ty)

@@ -13,10 +13,34 @@ from .graph import TensorTy
 @dataclass(frozen=True)
 class Epilogue:
     """One element-wise op applied to the kernel's output; binary ops take a second
-    operand of ``operand`` shape (a bias or per-channel scale), broadcast by Relax."""
+    operand of ``operand`` shape (a bias or per-channel scale, or a residual),
+    broadcast by Relax, on the right unless ``operand_first``; ``attrs`` are the
+    op's own (clip's bounds).  Operand order and attrs matter for matching the
+    kernel against a MetaSchedule database, not for its cost."""
 
     op: str
     operand: tuple[int, ...] | None = None
+    attrs: tuple = ()
+    operand_first: bool = False
+
+    def to_json(self) -> list:
+        """[op, operand] (the form older dataset keys use), then attrs and the order flag when set."""
+        out = [self.op, list(self.operand) if self.operand is not None else None]
+        if self.attrs or self.operand_first:
+            out.append(_jsonable(self.attrs))
+        if self.operand_first:
+            out.append(True)
+        return out
+
+    @staticmethod
+    def from_json(d: list) -> "Epilogue":
+        op, operand, *rest = d
+        return Epilogue(
+            op,
+            tuple(operand) if operand is not None else None,
+            _hashable(rest[0]) if rest else (),
+            bool(rest[1]) if len(rest) > 1 else False,
+        )
 
 
 @dataclass(frozen=True)
@@ -37,7 +61,7 @@ class Workload:
             "op": self.op,
             "attrs": _jsonable(self.attrs),
             "inputs": [[list(t.shape), t.dtype] for t in self.inputs],
-            "epilogue": [[e.op, list(e.operand) if e.operand is not None else None] for e in self.epilogue],
+            "epilogue": [e.to_json() for e in self.epilogue],
         }
 
     @staticmethod
@@ -46,7 +70,7 @@ class Workload:
             d["op"],
             _hashable(d["attrs"]),
             tuple(TensorTy(tuple(s), dt) for s, dt in d["inputs"]),
-            tuple(Epilogue(op, tuple(o) if o is not None else None) for op, o in d["epilogue"]),
+            tuple(Epilogue.from_json(e) for e in d["epilogue"]),
         )
 
 

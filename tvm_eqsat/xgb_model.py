@@ -32,6 +32,29 @@ PARAMS = {
 ROUNDS = 600
 
 
+DATASET_FIELDS = [
+    "target", "flow", "trials", "model", "source", "op", "key", "out_ty", "median_us", "p10_us", "p90_us", "seconds",
+]
+
+
+def ty_json(ty) -> list:
+    """A TensorTy (or a tuple of them) as the dataset's ``out_ty`` column holds it."""
+    if isinstance(ty, TensorTy):
+        return [list(ty.shape), ty.dtype]
+    return [ty_json(t) for t in ty]
+
+
+def dataset_row(target: str, flow: str, trials: int, model: str, source: str, w: Workload, out_ty,
+                median_us: float, p10_us: float, p90_us: float, seconds: float) -> dict:
+    """One CSV row of the kernel dataset (``collect_kernels.py``, ``train_cost_model.py --from-database``)."""
+    return {
+        "target": target, "flow": flow, "trials": trials, "model": model, "source": source,
+        "op": w.op, "key": w.key(), "out_ty": json.dumps(ty_json(out_ty)),
+        "median_us": f"{median_us:.3f}", "p10_us": f"{p10_us:.3f}", "p90_us": f"{p90_us:.3f}",
+        "seconds": f"{seconds:.1f}",
+    }
+
+
 @dataclass
 class Sample:
     model: str
@@ -111,6 +134,4 @@ class KernelModel:
     def predict_us(self, x: np.ndarray) -> np.ndarray:
         if len(x) == 0:
             return np.zeros(0)
-        import xgboost as xgb
-
         return np.exp2(self.booster.inplace_predict(x, validate_features=False)).astype(np.float64)

@@ -1,0 +1,97 @@
+"""Training rows from a MetaSchedule database a user already has.
+
+Tuning a model with MetaSchedule measures every fused kernel of it; the database
+keeps the best schedule's run time per kernel.  To learn from it, each kernel of
+the model is rebuilt as a one-kernel workload (``measure.workload_module``),
+fused the way tuning fuses it, and looked up in the database by structural
+equality, which is how MetaSchedule itself finds a kernel's records.  A hit gives
+the workload (the features) and its tuned latency (the label) without measuring
+anything.
+
+The label is the best candidate's time as the tuner measured it: the minimum over
+the candidates tried, so it is a little optimistic next to a fresh
+``time_evaluator`` run of the same schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import tvm
+
+from .measure import module_workloads, workload_module
+from .tune import fuse_for_tuning, open_database, tuning_target
+from .workload import Workload
+
+log = logging.getLogger("tvm_eqsat")
+
+INVALID_SECS = 1e9  # MetaSchedule writes 1e10 s for candidates that failed to run
+
+
+@dataclass(frozen=True)
+class Harvested:
+    """A kernel found in the database: its workload, tuned latency and trial count."""
+
+    workload: Workload
+    median_us: float
+    trials: int  # valid records of the kernel in the database (the fewest over its tasks)
+
+
+def lookup(database, w: Workload, target: tvm.target.Target) -> Harvested | None:
+    """``w``'s tuned latency in ``database``, or None when any of its kernels is missing."""
+    from tvm.s_tir import meta_schedule as ms
+
+    tasks = ms.relax_integration.extract_tasks(fuse_for_tuning(workload_module(w), target), target)
+    if not tasks:
+        return None
+    total_us, trials = 0.0, None
+    for task in tasks:
+        mod = task.dispatched[0]
+        if not database.has_workload(mod):
+            return None
+        records = database.get_top_k(database.commit_workload(mod), 1 << 20)
+        if not records:
+            return None
+        secs = [float(s) for s in records[0].run_secs]
+        if not secs or max(secs) >= INVALID_SECS:
+            return None
+        total_us += float(np.median(secs)) * 1e6
+        trials = len(records) if trials is None else min(trials, len(records))
+    return Harvested(w, total_us, trials or 0)
+
+
+def harvest(work_dir: str, mods: Sequence[tvm.IRModule], target: Any, progress: bool = False) -> list[Harvested]:
+    """Every kernel of ``mods`` that the MetaSchedule database in ``work_dir`` has tuned.
+
+    ``mods`` are the Relax modules that were tuned (for a module tuned after our pass,
+    pass the rewritten one: its kernels are the ones in the database)."""
+    if not (Path(work_dir) / "database_workload.json").is_file():
+        raise FileNotFoundError(f"{work_dir}: no MetaSchedule JSON database (database_workload.json) there")
+    tgt = tuning_target(target)
+    database = open_database(work_dir)
+    workloads: dict[str, Workload] = {}
+    for mod in mods:
+        for w in module_workloads(mod):
+            workloads.setdefault(w.key(), w)
+    items: Iterable[Workload] = workloads.values()
+    if progress:
+        import sys
+
+        from tqdm import tqdm
+
+        items = tqdm(items, total=len(workloads), desc="looking up kernels", file=sys.stderr)
+    out = []
+    for w in items:
+        try:
+            found = lookup(database, w, tgt)
+        except Exception as err:  # a kernel TVM cannot lower is not in anyone's database
+            log.debug("skipped %s: %s", w.op, err)
+            continue
+        if found is not None:
+            out.append(found)
+    log.info("%d of %d kernels found in %s", len(out), len(workloads), work_dir)
+    return out
