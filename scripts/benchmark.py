@@ -154,8 +154,9 @@ def combine_parallel_matmul(mod: tvm.IRModule, target: tvm.target.Target) -> tvm
     return out
 
 
-def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, time_limit_s: float) -> Variant:
-    """The module of one variant (before the build), with what its rewrite did."""
+def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_options: dict) -> Variant:
+    """The module of one variant (before the build), with what its rewrite did;
+    ``eqsat_options`` are the pass options of the eqsat variant."""
     if name == "stock":
         return Variant(name, mod)
     t = time.perf_counter()
@@ -165,7 +166,7 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, time_l
         return Variant(name, new, time.perf_counter() - t, changed=after != before,
                        rules_fired=f"matmuls:{before}->{after}")
     if name == "eqsat":
-        new, report = tvm_eqsat.optimize(mod, target, time_limit_s=time_limit_s)
+        new, report = tvm_eqsat.optimize(mod, target, **eqsat_options)
         fns = report.functions.values()
         rules: dict[str, int] = {}
         for f in fns:
@@ -312,7 +313,7 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
     built: dict[str, Variant] = {}
     for vname in variants:
         try:
-            v = make_variant(vname, model.mod, target, args.time_limit)
+            v = make_variant(vname, model.mod, target, pass_options(args))
             build_variant(v, target, args.flow, args.trials, work_dir)
             built[vname] = v
         except Exception as err:  # a variant TVM cannot build is reported, not fatal
@@ -378,7 +379,7 @@ def dry_run_model(name: str, model: models.Model, variants: list[str], args, tar
 
     for vname in variants:
         try:
-            v = make_variant(vname, model.mod, target, args.time_limit)
+            v = make_variant(vname, model.mod, target, pass_options(args))
             build_variant(v, target, args.flow, args.trials, work_dir, dry_run=True)
             extra = ""
             if target.kind.name == "cuda" and shutil.which("nvcc"):
@@ -656,6 +657,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=30, help="timed samples per variant (interleaved rounds)")
     p.add_argument("--min-ms", type=float, default=10.0, help="a sample repeats the model until it lasts this long")
     p.add_argument("--time-limit", type=float, default=30.0, help="tvm-eqsat pass time limit (s)")
+    p.add_argument("--cost-model", default="auto",
+                   help="the pass's cost_model (auto, roofline, xgb, or a model directory); it costs for --flow")
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--force", action="store_true", help="re-run models that already have rows")
     p.add_argument("--dry-run", action="store_true", help="compile every variant, no timing, no results files")
@@ -756,9 +759,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def pass_options(args) -> dict:
+    """The options given to the pass for the eqsat variant: costs for the build flow being run."""
+    return {"time_limit_s": args.time_limit, "cost_model": args.cost_model, "flow": args.flow}
+
+
 def _eqsat_options(args) -> dict:
-    """The pass options the eqsat variant runs with (defaults plus --time-limit)."""
-    return tvm_eqsat.make_options(time_limit_s=args.time_limit).to_dict()
+    """All the pass options the eqsat variant runs with (defaults plus ``pass_options``)."""
+    return tvm_eqsat.make_options(**pass_options(args)).to_dict()
 
 
 if __name__ == "__main__":

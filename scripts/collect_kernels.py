@@ -90,7 +90,7 @@ def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
     return out
 
 
-def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str, str, Workload]]:
+def gather(model_names: list[str], n_variants: int, seed: int, small: bool = False) -> list[tuple[str, str, Workload]]:
     """(model, source, workload), deduplicated by workload key in first-seen order."""
     rng = random.Random(seed)
     seen: set[str] = set()
@@ -102,7 +102,7 @@ def gather(model_names: list[str], n_variants: int, seed: int) -> list[tuple[str
             out.append((model, source, w))
 
     for name in tqdm(model_names, desc="importing models", file=sys.stderr):
-        model = models.MODELS[name]()
+        model = models.MODELS[name](small=small)
         for graph in module_graphs(model.mod):
             base = kernel_workloads(graph)
             for w in base:
@@ -129,7 +129,7 @@ def sample_per_model(items: list, n: int, seed: int) -> list:
 
 
 def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
-    items = gather(args.models, args.variants, args.seed)[: args.limit]
+    items = gather(args.models, args.variants, args.seed, args.small)[: args.limit]
     failures = 0
     for _, _, w in tqdm(items, desc=f"compiling for {target['kind']}", file=sys.stderr):
         try:
@@ -148,6 +148,7 @@ def main() -> None:
     p.add_argument("--flow", default=None, choices=["tuned", "default"], help="default: tuned on llvm, default (dlight) on cuda")
     p.add_argument("--trials", type=int, default=16, help="MetaSchedule candidates per kernel (tuned flow)")
     p.add_argument("--models", nargs="+", default=["bert-base", "resnet50"])
+    p.add_argument("--small", action="store_true", help="the kernels of the reduced models (what the quick benchmarks run)")
     p.add_argument("--variants", type=int, default=1, help="random shape variants per model kernel")
     p.add_argument("--limit", type=int, default=None, help="measure at most this many new workloads")
     p.add_argument("--per-model", type=int, default=None,
@@ -182,7 +183,7 @@ def main() -> None:
     else:
         done = {(r["key"], r["flow"], r["trials"]) for r in rows}
         todo = [
-            item for item in gather(args.models, args.variants, args.seed)
+            item for item in gather(args.models, args.variants, args.seed, args.small)
             if (item[2].key(), flow, str(args.trials)) not in done
         ]
     if args.per_model is not None:

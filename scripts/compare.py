@@ -51,6 +51,7 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="llvm", help="llvm (measured here) or cuda (pass only)")
     parser.add_argument("--repeat", type=int, default=30, help="timed runs per build")
     parser.add_argument("--time-limit", type=float, default=30.0, help="pass time limit (s)")
+    parser.add_argument("--cost-model", default="auto", help="the pass's cost_model (auto, roofline, xgb, or a model directory)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -60,7 +61,9 @@ def main(argv=None) -> int:
     model = models.MODELS[args.model]()
     print(f"model {model.name}: imported in {time.perf_counter() - t:.1f} s")
 
-    new_mod, report = tvm_eqsat.optimize(model.mod, args.target, time_limit_s=args.time_limit)
+    # both builds below use default schedules, so the pass costs for that flow
+    options = {"time_limit_s": args.time_limit, "cost_model": args.cost_model, "flow": "default"}
+    new_mod, report = tvm_eqsat.optimize(model.mod, args.target, **options)
     print(report.summary())
     fn = report.functions["main"]
     print(f"pass time {report.seconds:.2f} s; rules applied: {fn.rules_applied or 'none'}")
@@ -82,7 +85,7 @@ def main(argv=None) -> int:
         target = tvm.target.Target(args.target)
         with tvm.transform.PassContext(opt_level=3):
             stock = tvm.compile(model.mod, target, relax_pipeline=relax.get_default_pipeline(target))
-            ours = tvm.compile(model.mod, target, relax_pipeline=tvm_eqsat.pipeline(target))
+            ours = tvm.compile(model.mod, target, relax_pipeline=tvm_eqsat.pipeline(target, **options))
         vms = [relax.VirtualMachine(ex, tvm.cpu()) for ex in (stock, ours)]
         stock_ms, ours_ms = _measure(vms[0], vms[1], model.inputs, args.repeat)
         speedup = float(np.median(stock_ms) / np.median(ours_ms))

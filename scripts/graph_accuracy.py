@@ -33,6 +33,7 @@ from scipy.stats import spearmanr
 
 import tvm_eqsat
 from tvm_eqsat import models
+from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.transform import predicted_cost
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,11 +72,13 @@ def rows_for(path: Path, target: str) -> list[dict]:
             "stock_ms": stock_ms, "eqsat_ms": eqsat_ms, "measured_speedup": round(stock_ms / eqsat_ms, 4),
             "benchmark_predicted": float(variants["eqsat"]["predicted_speedup"] or 1.0),
         }  # fmt: skip
-        for c in COST_MODELS:
-            before, after = predicted_cost(model.mod, target, c), predicted_cost(new, target, c)
+        flow = sidecar.get("flow") or "tuned"
+        for c in COST_MODELS:  # the learned model for the flow the benchmark built with
+            before, after = predicted_cost(model.mod, target, c, flow), predicted_cost(new, target, c, flow)
             row.update({f"{c}_stock_us": round(before, 3), f"{c}_eqsat_us": round(after, 3),
                         f"{c}_speedup": round(before / after, 4) if after > 0 else 1.0})  # fmt: skip
-        row["reproduced"] = abs(row["roofline_speedup"] / row["benchmark_predicted"] - 1) < 0.01
+        used = make_cost_model(options.get("cost_model", "roofline"), "llvm", flow).name  # what the benchmark's pass used
+        row["reproduced"] = used in COST_MODELS and abs(row[f"{used}_speedup"] / row["benchmark_predicted"] - 1) < 0.01
         out.append(row)
     return out
 

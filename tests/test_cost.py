@@ -185,3 +185,21 @@ def test_training_script_handles_a_one_model_dataset(tmp_path):
     assert model.metadata["samples"] == distinct and model.metadata["held_out_by_model"] is None
     report = (out / "REPORT.md").read_text()
     assert "one model only" in report and "Held out **by model**" not in report
+
+
+def test_flow_picks_the_shipped_model_of_that_build_flow():
+    """``flow`` selects the learned model trained on kernels built that way; an unknown
+    flow is a clear error, and the roofline does not depend on it."""
+    tuned = cost.make_cost_model("xgb", "llvm", "tuned")
+    default = cost.make_cost_model("xgb", "llvm", "default")
+    assert isinstance(tuned, cost.LearnedCostModel) and isinstance(default, cost.LearnedCostModel)
+    assert all(f.startswith("tuned") for f in tuned.kernels.metadata["flows"])
+    assert default.kernels.metadata["flows"] == ["default"]
+    # auto: the learned model where it ranks kernels better (default flow), else the roofline
+    assert isinstance(cost.make_cost_model("auto", "llvm", "default"), cost.LearnedCostModel)
+    assert isinstance(cost.make_cost_model("auto", "llvm", "tuned"), cost.RooflineCostModel)
+    assert isinstance(cost.make_cost_model("auto", "cuda", "default"), cost.RooflineCostModel)  # none shipped
+    with pytest.raises(ValueError, match="flow"):
+        tvm_eqsat.make_options(flow="fast")
+    with pytest.raises(ValueError, match="flow"):
+        cost.make_cost_model("xgb", "llvm", "fast")

@@ -112,27 +112,43 @@ class LearnedCostModel:
         return EPSILON_US + self._memo[key]
 
 
-COST_MODELS = ("xgb", "roofline")
-_warned: set[str] = set()
+COST_MODELS = ("auto", "xgb", "roofline")
+FLOWS = ("tuned", "default")  # how the module will be built: MetaSchedule-tuned, or the stock untuned/dlight build
+_warned: set[tuple[str, str]] = set()
 
 
-def make_cost_model(spec: str, target_kind: str):
+def shipped_model_dir(target_kind: str, flow: str = "tuned") -> Path | None:
+    """``cost_models/<target>`` holds the tuned-flow model, ``cost_models/<target>-<flow>``
+    the others; None when nothing is shipped for that pair."""
+    name = target_kind if flow == "tuned" else f"{target_kind}-{flow}"
+    try:
+        directory = data_dir("cost_models") / name
+    except FileNotFoundError:
+        return None
+    return directory if (directory / "model.json").is_file() else None
+
+
+def make_cost_model(spec: str, target_kind: str, flow: str = "tuned"):
     """The cost model named by the pass option ``cost_model``: ``"roofline"``,
-    ``"xgb"`` (the model shipped for the target; the roofline if there is none,
-    logged once), or a path to a directory holding model.json + metadata.json."""
+    ``"xgb"`` (the model shipped for the target and build ``flow``; the roofline if
+    there is none, logged once), ``"auto"`` (the one that predicts that flow better:
+    xgb for the default flow, where it ranks held-out kernels far better than the
+    roofline; the roofline for the tuned flow, where the learned model does not yet
+    beat it), or a path to a directory holding model.json + metadata.json."""
     from .xgb_model import KernelModel
 
+    if flow not in FLOWS:
+        raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
+    if spec == "auto":
+        spec = "xgb" if flow == "default" and shipped_model_dir(target_kind, flow) is not None else "roofline"
     if spec == "roofline":
         return RooflineCostModel(target_kind)
     if spec == "xgb":
-        try:
-            directory = data_dir("cost_models") / target_kind
-        except FileNotFoundError:
-            directory = None
-        if directory is None or not (directory / "model.json").is_file():
-            if target_kind not in _warned:
-                _warned.add(target_kind)
-                log.warning("no learned cost model shipped for %s; using the roofline", target_kind)
+        directory = shipped_model_dir(target_kind, flow)
+        if directory is None:
+            if (target_kind, flow) not in _warned:
+                _warned.add((target_kind, flow))
+                log.warning("no learned cost model shipped for %s (%s flow); using the roofline", target_kind, flow)
             return RooflineCostModel(target_kind)
         return LearnedCostModel(KernelModel.load(directory), target_kind)
     path = Path(spec)

@@ -37,7 +37,8 @@ class Options:
 
     search: str = "saturate"
     extractor: str = "ilp"
-    cost_model: str = "roofline"
+    cost_model: str = "auto"  # see cost.make_cost_model
+    flow: str = "tuned"  # the build the costs are for: "tuned" (MetaSchedule) or "default" (stock untuned / dlight)
     node_limit: int = 20_000
     time_limit_s: float = 30.0
     iter_limit: int = 30
@@ -68,6 +69,8 @@ def make_options(**options: Any) -> Options:
         raise ValueError(f"mcts_preset={opts.mcts_preset!r} is not available; available: {tuple(MCTS_PRESETS)}")
     if opts.extractor not in EXTRACTORS:
         raise ValueError(f"extractor={opts.extractor!r} is not available; available: {EXTRACTORS}")
+    if opts.flow not in cost_mod.FLOWS:
+        raise ValueError(f"flow={opts.flow!r} is not available; available: {cost_mod.FLOWS}")
     if not isinstance(opts.cost_model, str):
         raise ValueError(f"cost_model must be a name or a directory path, got {opts.cost_model!r}")
     if opts.cost_model not in cost_mod.COST_MODELS:
@@ -249,12 +252,12 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
     return _with_blocks(func, blocks), report
 
 
-def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline") -> float:
+def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline", flow: str = "tuned") -> float:
     """A module's predicted cost (microseconds): every dataflow block the pass can read,
     each shared node once, under ``cost_model`` for ``target`` (what the report's
     ``cost_before``/``cost_after`` measure).  Blocks it cannot read count nothing."""
     tgt = _target_or_current(resolve_target(target) if target is not None else None)
-    cost = cost_mod.make_cost_model(cost_model, tgt.kind.name)
+    cost = cost_mod.make_cost_model(cost_model, tgt.kind.name, flow)
     graphs = []
     for _, func in mod.functions.items():
         if not isinstance(func, relax.Function) or _skip_reason(func) is not None:
@@ -295,7 +298,7 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
         opts,
         library,
         library.program(),
-        cost_mod.make_cost_model(opts.cost_model, target.kind.name),
+        cost_mod.make_cost_model(opts.cost_model, target.kind.name, opts.flow),
         time.monotonic() + opts.time_limit_s,
     )
     report = Report(str(target), opts.to_dict(), ctx.cost.name)
