@@ -55,6 +55,8 @@ def rows_for(path: Path, target: str) -> list[dict]:
     options = {k: v for k, v in (sidecar.get("eqsat_options") or {}).items() if v is not None}
     options["rules"] = tuple(options["rules"]) if "rules" in options else None
     builders = models.SMALL if sidecar.get("small") else models.MODELS
+    flow = sidecar.get("flow") or "tuned"
+    used = make_cost_model(options.get("cost_model", "roofline"), "llvm", flow).name  # what the benchmark's pass used
     by_model: dict[str, dict[str, dict]] = {}
     for r in rows:
         by_model.setdefault(r["model"], {})[r["variant"]] = r
@@ -72,12 +74,10 @@ def rows_for(path: Path, target: str) -> list[dict]:
             "stock_ms": stock_ms, "eqsat_ms": eqsat_ms, "measured_speedup": round(stock_ms / eqsat_ms, 4),
             "benchmark_predicted": float(variants["eqsat"]["predicted_speedup"] or 1.0),
         }  # fmt: skip
-        flow = sidecar.get("flow") or "tuned"
         for c in COST_MODELS:  # the learned model for the flow the benchmark built with
             before, after = predicted_cost(model.mod, target, c, flow), predicted_cost(new, target, c, flow)
             row.update({f"{c}_stock_us": round(before, 3), f"{c}_eqsat_us": round(after, 3),
                         f"{c}_speedup": round(before / after, 4) if after > 0 else 1.0})  # fmt: skip
-        used = make_cost_model(options.get("cost_model", "roofline"), "llvm", flow).name  # what the benchmark's pass used
         row["reproduced"] = used in COST_MODELS and abs(row[f"{used}_speedup"] / row["benchmark_predicted"] - 1) < 0.01
         out.append(row)
     return out

@@ -24,7 +24,7 @@ import numpy as np
 import tvm
 
 from .measure import module_workloads, workload_module
-from .tune import fuse_for_tuning, open_database, tuning_target
+from .tune import fuse_for_tuning, open_database, tuned_records, tuning_target
 from .workload import Workload
 
 log = logging.getLogger("tvm_eqsat")
@@ -50,10 +50,7 @@ def lookup(database, w: Workload, target: tvm.target.Target) -> Harvested | None
         return None
     total_us, trials = 0.0, None
     for task in tasks:
-        mod = task.dispatched[0]
-        if not database.has_workload(mod):
-            return None
-        records = database.get_top_k(database.commit_workload(mod), 1 << 20)
+        records = tuned_records(database, task.dispatched[0])
         if not records:
             return None
         secs = [float(s) for s in records[0].run_secs]

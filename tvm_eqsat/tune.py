@@ -191,10 +191,15 @@ def _read_budgets(work_dir) -> dict[str, int]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _tuned_trials(database: ms.Database, task_mod: tvm.IRModule) -> int:
+def tuned_records(database: ms.Database, task_mod: tvm.IRModule) -> list:
+    """Every valid tuning record of one kernel (task module), best first; [] if never tuned."""
     if not database.has_workload(task_mod):
-        return 0
-    return len(database.get_top_k(database.commit_workload(task_mod), 1 << 20))
+        return []
+    return list(database.get_top_k(database.commit_workload(task_mod), 1 << 20))
+
+
+def _tuned_trials(database: ms.Database, task_mod: tvm.IRModule) -> int:
+    return len(tuned_records(database, task_mod))
 
 
 def _tune_contexts(tasks, num_threads: int, seed: int):
