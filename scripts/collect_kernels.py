@@ -1,15 +1,20 @@
 """Collect the kernel dataset the learned cost model trains on.
 
-Workloads: every kernel (op + the element-wise epilogue FuseOps fuses into it)
-of the benchmark models' imports, every kernel the rewrite rules create from
-them (found in the saturated e-graphs: merged matmuls/convs, ...), and random
-shape variants around them.  Each is built with the target's deployment flow
+Workloads (``--sources``): every kernel (op + the element-wise epilogue FuseOps
+fuses into it) of the benchmark models' imports (``model``), every kernel the
+rewrite rules create from them (``rewrite``: found in the saturated e-graphs:
+merged matmuls/convs, ...), random shape variants around them (``variant``),
+and the kernels of the module the pass returns for the flow (``chosen``: what
+extraction picked with the current cost model; measuring these and retraining
+corrects the model exactly where the search trusted it, so repeat until no new
+kernel appears).  Each is built with the target's deployment flow
 (``tuned``: MetaSchedule with --trials candidates; ``default``: stock pipeline,
 dlight on CUDA) and timed with ``time_evaluator``.  Rows are appended to the
 CSV as they are measured, so an interrupted run resumes where it stopped.
 
     python scripts/collect_kernels.py --target llvm --trials 16 --models bert-base resnet50
     python scripts/collect_kernels.py --target cuda --flow default --out $OUT/dataset.csv
+    python scripts/collect_kernels.py --flow default --small --sources chosen --models ...
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
+import tvm
 from tqdm import tqdm
 
-from tvm_eqsat import models
+from tvm_eqsat import models, optimize
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.measure import build_workload, kernel_out_ty, kernel_workloads, measure, module_graphs, nvcc_compile
@@ -90,7 +96,18 @@ def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
     return out
 
 
-def gather(model_names: list[str], n_variants: int, seed: int, small: bool = False) -> list[tuple[str, str, Workload]]:
+SOURCES = ("model", "rewrite", "variant", "chosen")
+
+
+def chosen_workloads(model: models.Model, target: dict, flow: str) -> list[Workload]:
+    """Kernels of the module the pass returns for ``flow`` (its default cost model)."""
+    new, _ = optimize(model.mod, tvm.target.Target(target), flow=flow)
+    return [w for graph in module_graphs(new) for w in kernel_workloads(graph)]
+
+
+def gather(model_names: list[str], n_variants: int, seed: int, small: bool = False,
+           sources: tuple[str, ...] = SOURCES[:3], target: dict | None = None,
+           flow: str = "tuned") -> list[tuple[str, str, Workload]]:
     """(model, source, workload), deduplicated by workload key in first-seen order."""
     rng = random.Random(seed)
     seen: set[str] = set()
@@ -105,20 +122,23 @@ def gather(model_names: list[str], n_variants: int, seed: int, small: bool = Fal
         model = models.MODELS[name](small=small)
         for graph in module_graphs(model.mod):
             base = kernel_workloads(graph)
-            for w in base:
+            for w in base if "model" in sources else ():
                 add(name, "model", w)
-            for w in rewrite_workloads(graph):
+            for w in rewrite_workloads(graph) if "rewrite" in sources else ():
                 add(name, "rewrite", w)
-            for w in base:
+            for w in base if "variant" in sources else ():
                 for v in variants(w, rng, n_variants):
                     add(name, "variant", v)
+        if "chosen" in sources:
+            for w in chosen_workloads(model, target or {"kind": "llvm"}, flow):
+                add(name, "chosen", w)
     return out
 
 
 def sample_per_model(items: list, n: int, seed: int) -> list:
-    """At most ``n`` items per model: a seeded sample, sources in the order model, rewrite, variant."""
+    """At most ``n`` items per model: a seeded sample, sources in the order model, chosen, rewrite, variant."""
     rng = random.Random(seed)
-    order = {"model": 0, "rewrite": 1, "variant": 2}
+    order = {"model": 0, "chosen": 1, "rewrite": 2, "variant": 3}
     out = []
     for model in dict.fromkeys(m for m, _, _ in items):
         mine = [it for it in items if it[0] == model]
@@ -129,7 +149,7 @@ def sample_per_model(items: list, n: int, seed: int) -> list:
 
 
 def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
-    items = gather(args.models, args.variants, args.seed, args.small)[: args.limit]
+    items = gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)[: args.limit]
     failures = 0
     for _, _, w in tqdm(items, desc=f"compiling for {target['kind']}", file=sys.stderr):
         try:
@@ -149,6 +169,8 @@ def main() -> None:
     p.add_argument("--trials", type=int, default=16, help="MetaSchedule candidates per kernel (tuned flow)")
     p.add_argument("--models", nargs="+", default=["bert-base", "resnet50"])
     p.add_argument("--small", action="store_true", help="the kernels of the reduced models (what the quick benchmarks run)")
+    p.add_argument("--sources", nargs="+", default=list(SOURCES[:3]), choices=SOURCES,
+                   help="which workloads to gather (chosen: the kernels the pass picks now; see above)")
     p.add_argument("--variants", type=int, default=1, help="random shape variants per model kernel")
     p.add_argument("--limit", type=int, default=None, help="measure at most this many new workloads")
     p.add_argument("--per-model", type=int, default=None,
@@ -183,7 +205,7 @@ def main() -> None:
     else:
         done = {(r["key"], r["flow"], r["trials"]) for r in rows}
         todo = [
-            item for item in gather(args.models, args.variants, args.seed, args.small)
+            item for item in gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)
             if (item[2].key(), flow, str(args.trials)) not in done
         ]
     if args.per_model is not None:

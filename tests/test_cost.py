@@ -11,8 +11,8 @@ from tvm import relax
 import tvm_eqsat
 from tvm_eqsat import cost, features
 from tvm_eqsat.graph import TensorTy
-from tvm_eqsat.workload import Workload
-from tvm_eqsat.xgb_model import KernelModel, Sample, train
+from tvm_eqsat.workload import Epilogue, Workload
+from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
 
 from helpers import assert_close, module, tensor
 
@@ -26,13 +26,13 @@ def _matmul(m: int, k: int, n: int):
 
 def test_feature_vector_describes_the_kernel():
     op, attrs, ins, out = _matmul(64, 128, 32)
-    v = features.features(op, attrs, ins, out, [("Add", (32,)), ("Relu", None)])
+    v = features.features(op, attrs, ins, out)
     assert v.shape == (len(features.NAMES),)
     f = dict(zip(features.NAMES, v))
     assert f["op_Matmul"] == 1 and f["op_Conv2d"] == 0
     assert f["log_flops"] == pytest.approx(np.log2(2 * 64 * 128 * 32))
     assert (f["log_m"], f["log_n"], f["log_k"]) == (6, 5, 7)
-    assert (f["epi_unary"], f["epi_binary"]) == (1, 1)
+    assert not any(name.startswith("epi_") for name in features.NAMES)  # the pass asks about bare kernels
     dw_attrs = ((1, 1), (1, 1, 1, 1), (1, 1), 16, "NCHW", "OIHW", "NCHW", F32)
     conv = features.features(
         "Conv2d", dw_attrs, (TensorTy((1, 16, 8, 8), F32), TensorTy((16, 1, 3, 3), F32)), TensorTy((1, 16, 8, 8), F32)
@@ -41,8 +41,25 @@ def test_feature_vector_describes_the_kernel():
     assert g["depthwise"] == 1 and g["kh"] == 3 and g["log_groups"] == 4
 
 
+@pytest.mark.parametrize("flow", cost.FLOWS)
+def test_shipped_model_never_predicts_a_bigger_kernel_cheaper(flow):
+    """Rewrites ask about kernels larger than any measured (merged, enlarged); the
+    booster is monotone in the work features, so growing a kernel never lowers its
+    predicted cost.  (Measured kernels answer with their measurement instead.)"""
+    model = cost.make_cost_model("xgb", "llvm", flow)
+    assert isinstance(model, cost.LearnedCostModel)
+    sweeps = [
+        [("Conv2d", CONV_ATTRS, (TensorTy((1, c_in, hw, hw), F32), TensorTy((o, c_in, 3, 3), F32)),
+          TensorTy((1, o, hw, hw), F32)) for o in (8, 16, 32, 64, 128, 256, 512)]
+        for c_in, hw in ((4, 7), (64, 14), (256, 28))
+    ] + [[_matmul(m, k, n) for n in (64, 128, 256, 512, 1024, 2048, 4096)] for m, k in ((1, 64), (8, 512), (128, 768))]
+    for sweep in sweeps:
+        costs = list(model.kernels.predict_us(features.featurize(sweep)))
+        assert costs == sorted(costs), (sweep[0], costs)
+
+
 def test_featurize_stacks_rows():
-    items = [_matmul(8 * i, 16, 16) + ((),) for i in range(1, 6)]
+    items = [_matmul(8 * i, 16, 16) for i in range(1, 6)]
     x = features.featurize(items)
     assert x.shape == (5, len(features.NAMES))
     assert np.all(np.diff(x[:, features.INDEX["log_flops"]]) > 0)
@@ -71,7 +88,7 @@ def trained_dir(tmp_path_factory):
 def test_trained_model_ranks_kernels_and_round_trips(trained_dir):
     model = KernelModel.load(trained_dir)
     small, big = _matmul(16, 16, 16), _matmul(256, 256, 256)
-    x = features.featurize([small + ((),), big + ((),)])
+    x = features.featurize([small, big])
     pred = model.predict_us(x)
     assert pred[0] < pred[1]
     assert pred[1] == pytest.approx(2.0 + 2.0 * 256**3 / 5e4, rel=0.3)
@@ -87,6 +104,24 @@ def test_learned_model_costs_kernels_and_falls_back_for_the_rest(trained_dir):
     assert model.node_cost(op, attrs, ins, out, True) == cost.EPSILON_US  # folded at compile time
     relu = ("Relu", (), (out,), out, False)
     assert model.node_cost(*relu) == cost.RooflineCostModel("llvm").node_cost(*relu)
+
+
+def test_measured_kernels_answer_for_themselves(tmp_path):
+    """A kernel in the model's measured table costs its measurement (the median over
+    its rows, whatever their epilogues), survives save/load, and leaves the booster
+    to answer for every other kernel."""
+    samples = _synthetic_samples(np.random.default_rng(1))
+    op, attrs, ins, out = _matmul(48, 48, 48)
+    bare = Workload(op, attrs, ins)
+    with_bias = Workload(op, attrs, ins, (Epilogue("Add", (48,)),))
+    samples += [Sample("model0", "chosen", bare, out, 100.0, 0.05), Sample("model0", "chosen", with_bias, out, 140.0, 0.05)]
+    KernelModel(train(samples, rounds=50), {"features": list(features.NAMES)}, measured_table(samples)).save(tmp_path)
+    model = cost.make_cost_model(str(tmp_path), "llvm")
+    assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(120.0 + cost.EPSILON_US)
+    other = _matmul(40, 48, 48)
+    booster_says = float(model.kernels.predict_us(features.featurize([other]))[0])
+    assert model.node_cost(*other, False) == pytest.approx(booster_says + cost.EPSILON_US)
+    assert booster_says != pytest.approx(120.0, rel=0.05)
 
 
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):
@@ -203,3 +238,24 @@ def test_flow_picks_the_shipped_model_of_that_build_flow():
         tvm_eqsat.make_options(flow="fast")
     with pytest.raises(ValueError, match="flow"):
         cost.make_cost_model("xgb", "llvm", "fast")
+
+
+def test_collect_gathers_the_kernels_the_pass_chose():
+    """``collect_kernels.py --sources chosen``: the kernels of the module the pass
+    returns for the flow, as FuseOps forms them (so measuring them teaches the model
+    exactly where extraction trusted it)."""
+    import importlib.util
+    from pathlib import Path
+
+    from tvm_eqsat import models
+    from tvm_eqsat.measure import module_workloads
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "collect_kernels.py"
+    spec = importlib.util.spec_from_file_location("collect_kernels", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    model = models.resnet_block(channels=16, mid=8, size=8)
+    chosen = script.chosen_workloads(model, {"kind": "llvm"}, "default")
+    new, _ = tvm_eqsat.optimize(model.mod, "llvm", flow="default")
+    assert chosen and {w.key() for w in chosen} == {w.key() for w in module_workloads(new)}
+    assert all(w.op in features.KERNEL_OPS for w in chosen)

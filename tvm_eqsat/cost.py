@@ -71,8 +71,8 @@ class RooflineCostModel:
 
 
 class LearnedCostModel:
-    """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels;
-    everything else (element-wise epilogues, views, constants, opaque calls) as the
+    """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels (their
+    measured latency where the kernel is one of them); everything else (element-wise epilogues, views, constants, opaque calls) as the
     roofline costs it.  Predictions are memoised; ``prepare`` batches them."""
 
     name = "xgb"
@@ -96,7 +96,11 @@ class LearnedCostModel:
         for op, attrs, in_tys, out_ty, is_const in items:
             key = (op, attrs, tuple(in_tys), out_ty)
             if key not in self._memo and key not in todo and self._is_kernel(op, in_tys, out_ty, is_const):
-                todo[key] = (op, attrs, in_tys, out_ty, ())
+                measured = self.kernels.lookup_us(op, attrs, in_tys)
+                if measured is not None:
+                    self._memo[key] = measured
+                else:
+                    todo[key] = (op, attrs, in_tys, out_ty)
         if todo:
             costs = self.kernels.predict_us(featurize(list(todo.values())))
             self._memo.update(zip(todo, (float(c) for c in costs)))

@@ -1,6 +1,15 @@
 """Features of a kernel for the learned cost model: what it is (op kind, layout),
-how big (shapes and their logs), how much work (FLOPs, bytes, intensity), its
-conv/pool geometry, and the element-wise epilogue fused into it.
+how big (shapes and their logs), how much work (FLOPs, bytes), and its
+conv/pool geometry.
+
+The element-wise epilogue that FuseOps fuses into a kernel is not a feature: the
+pass costs each e-node on its own (the epilogue's share is charged where the
+epilogue node is), so the model is asked only about bare kernels.  Training rows
+measured with an epilogue teach it the kernel with its usual epilogue (a small
+double count with that share, alike for the original and the rewritten graph); with
+epilogue features it learned the bare kernel only from the few rows measured
+without one, and guessed far too low for the rest (squeezenet's merged 3x3 conv:
+13 us predicted, 24 us measured).
 
 One fixed-length float vector per kernel; ``featurize`` stacks many of them so
 the model predicts thousands of e-nodes in one call.
@@ -18,21 +27,33 @@ from .graph import TensorTy
 
 # kernels the model knows; anything else is costed by the roofline
 KERNEL_OPS = tuple(s.name for s in ops.BY_NAME.values() if s.kind == ops.KERNEL)
-TRANSCENDENTAL = frozenset({"Gelu", "Silu", "Tanh", "Sigmoid", "Exp", "Erf", "Sqrt", "Rsqrt"})
 _MAX_RANK = 6
 
 NAMES: tuple[str, ...] = (
     *(f"op_{name}" for name in KERNEL_OPS),
-    "log_flops", "log_bytes_in", "log_bytes_out", "log_intensity", "log_out_numel", "dtype_bytes",
+    "log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel", "dtype_bytes",
     "n_inputs", "out_rank",
     *(f"log_out_d{i}" for i in range(_MAX_RANK)),
     *(f"log_in0_d{i}" for i in range(_MAX_RANK)),
     "log_m", "log_n", "log_k", "log_batch",  # matmul view of the op (conv: implicit GEMM)
     "kh", "kw", "stride", "dilation", "log_groups", "pad", "depthwise", "channels_last",
-    "epi_unary", "epi_binary", "epi_transcendental", "epi_operand_log_numel",
     "reduce_log_len", "last_axis",
 )
 INDEX = {name: i for i, name in enumerate(NAMES)}
+
+# Features that measure how much work a kernel does: with everything else equal, more
+# of any of them never makes a kernel faster.  The model is trained monotone in them,
+# because the rewrites (merged, enlarged, concatenated kernels) ask it about kernels
+# larger than any it saw, where an unconstrained tree can predict a bigger kernel to
+# be cheaper than a smaller one (squeezenet: a 3x3 conv with 32 output channels
+# predicted faster than the same conv with 16) and the extractor then picks it.
+# Arithmetic intensity is left out of the features for the same reason: it is
+# flops / bytes, so it rises with the work and lets a tree undo the constraint.
+WORK_FEATURES = frozenset({
+    "log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel",
+    *(f"log_out_d{i}" for i in range(_MAX_RANK)), *(f"log_in0_d{i}" for i in range(_MAX_RANK)),
+    "log_m", "log_n", "log_k", "log_batch", "kh", "kw", "reduce_log_len",
+})
 
 
 def _log(x: float) -> float:
@@ -100,8 +121,8 @@ def _gemm_view(op: str, attrs: tuple, in_tys: Sequence, out: TensorTy) -> tuple[
     return 1, 1, 1, 1
 
 
-def features(op: str, attrs: tuple, in_tys: Sequence, out_ty, epilogue: Sequence = ()) -> np.ndarray:
-    """The feature vector of one kernel; ``epilogue`` holds (op, operand shape or None)."""
+def features(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> np.ndarray:
+    """The feature vector of one kernel."""
     v = np.zeros(len(NAMES), dtype=np.float32)
     out = _main_out(out_ty)
     if out is None:
@@ -115,7 +136,6 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty, epilogue: Sequence
     v[INDEX["log_flops"]] = _log(work)
     v[INDEX["log_bytes_in"]] = _log(bytes_in)
     v[INDEX["log_bytes_out"]] = _log(bytes_out)
-    v[INDEX["log_intensity"]] = math.log2(max(work, 1.0) / max(bytes_in + bytes_out, 1))
     v[INDEX["log_out_numel"]] = _log(out.numel)
     v[INDEX["dtype_bytes"]] = out.nbytes / max(out.numel, 1)
     v[INDEX["n_inputs"]] = len(tensors)
@@ -149,14 +169,6 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty, epilogue: Sequence
         axes = tuple(a % len(shape) for a in axes) if shape else ()
         v[INDEX["reduce_log_len"]] = _log(_numel([shape[a] for a in axes]))
         v[INDEX["last_axis"]] = float(len(shape) - 1 in axes)
-    for e_op, operand in epilogue:
-        if operand is None:
-            v[INDEX["epi_unary"]] += 1
-        else:
-            v[INDEX["epi_binary"]] += 1
-            v[INDEX["epi_operand_log_numel"]] = max(v[INDEX["epi_operand_log_numel"]], _log(_numel(operand)))
-        if e_op in TRANSCENDENTAL:
-            v[INDEX["epi_transcendental"]] += 1
     return v
 
 

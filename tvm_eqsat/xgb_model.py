@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .features import NAMES, featurize
+from .features import NAMES, WORK_FEATURES, featurize
 from .graph import TensorTy
 from .workload import Workload
 
@@ -28,6 +28,8 @@ PARAMS = {
     "min_child_weight": 1.0,
     "nthread": 2,
     "seed": 0,
+    # non-decreasing in every work feature (see features.WORK_FEATURES)
+    "monotone_constraints": "(" + ",".join("1" if n in WORK_FEATURES else "0" for n in NAMES) + ")",
 }
 ROUNDS = 600
 
@@ -53,6 +55,23 @@ def dataset_row(target: str, flow: str, trials: int, model: str, source: str, w:
         "median_us": f"{median_us:.3f}", "p10_us": f"{p10_us:.3f}", "p90_us": f"{p90_us:.3f}",
         "seconds": f"{seconds:.1f}",
     }
+
+
+MEASURED = "measured.json"
+
+
+def bare_key(op: str, attrs: tuple, in_tys) -> str:
+    """The kernel without its epilogue: what the pass asks about (``Workload.key`` form)."""
+    return Workload(op, attrs, tuple(in_tys)).key()
+
+
+def measured_table(samples: Sequence["Sample"]) -> dict[str, float]:
+    """Bare kernel -> median over its measured rows (the same kernel measured with
+    different epilogues counts once per epilogue, as the booster sees it)."""
+    times: dict[str, list[float]] = {}
+    for s in samples:
+        times.setdefault(bare_key(s.workload.op, s.workload.attrs, s.workload.inputs), []).append(s.median_us)
+    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 @dataclass
@@ -88,10 +107,7 @@ def load_dataset(path: str | Path, flow: str | None = None) -> list[Sample]:
 
 
 def sample_features(samples: Sequence[Sample]) -> np.ndarray:
-    return featurize([
-        (s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, [(e.op, e.operand) for e in s.workload.epilogue])
-        for s in samples
-    ])
+    return featurize([(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty) for s in samples])
 
 
 def train(samples: Sequence[Sample], rounds: int = ROUNDS, params: dict | None = None, base=None):
@@ -106,11 +122,19 @@ def train(samples: Sequence[Sample], rounds: int = ROUNDS, params: dict | None =
 
 
 class KernelModel:
-    """A trained booster and its metadata; ``predict_us`` over a feature matrix."""
+    """A trained booster, its metadata, and the kernels it was trained on.
 
-    def __init__(self, booster, metadata: dict) -> None:
+    ``measured`` maps a bare kernel (``bare_key``) to its measured latency: where the
+    pass asks about a kernel that was measured, the measurement answers, as a tuning
+    database's record would, and the booster answers the rest.  The booster is kept
+    monotone (see ``PARAMS``), which costs it some fit on the training kernels; the
+    table gives those back exactly, and ``collect_kernels.py --sources chosen`` adds
+    the kernels the pass picked for a user's own models."""
+
+    def __init__(self, booster, metadata: dict, measured: dict[str, float] | None = None) -> None:
         self.booster = booster
         self.metadata = metadata
+        self.measured = dict(measured or {})
 
     @staticmethod
     def load(directory: str | Path) -> "KernelModel":
@@ -123,13 +147,20 @@ class KernelModel:
         if metadata.get("features") != list(NAMES):
             raise ValueError(f"{directory}: model was trained on other features; retrain it")
         booster.set_param({"nthread": 1})  # small batches: threads cost more than they save
-        return KernelModel(booster, metadata)
+        table = directory / MEASURED
+        measured = json.loads(table.read_text()) if table.is_file() else {}
+        return KernelModel(booster, metadata, measured)
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.booster.save_model(str(directory / "model.json"))
+        (directory / MEASURED).write_text(json.dumps(self.measured, indent=0, sort_keys=True) + "\n")
         (directory / "metadata.json").write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")
+
+    def lookup_us(self, op: str, attrs: tuple, in_tys) -> float | None:
+        """The measured latency of this bare kernel, if it was measured."""
+        return self.measured.get(bare_key(op, attrs, in_tys))
 
     def predict_us(self, x: np.ndarray) -> np.ndarray:
         if len(x) == 0:
