@@ -71,9 +71,10 @@ class RooflineCostModel:
 
 
 class LearnedCostModel:
-    """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels (their
-    measured latency where the kernel is one of them); everything else (element-wise epilogues, views, constants, opaque calls) as the
-    roofline costs it.  Predictions are memoised; ``prepare`` batches them."""
+    """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels (by
+    their measured latency where the kernel is one of them); everything else
+    (element-wise epilogues, views, constants, opaque calls) as the roofline costs
+    it.  Predictions are memoised; ``prepare`` batches them."""
 
     name = "xgb"
 
