@@ -35,7 +35,9 @@ from tqdm import tqdm
 from tvm_eqsat import models, optimize
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy
-from tvm_eqsat.measure import build_workload, kernel_out_ty, kernel_workloads, measure, module_graphs, nvcc_compile
+from tvm_eqsat.measure import (
+    build_workload, kernel_out_ty, kernel_workloads, measure, module_graphs, module_workloads, nvcc_compile,
+)
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
@@ -100,9 +102,9 @@ SOURCES = ("model", "rewrite", "variant", "chosen")
 
 
 def chosen_workloads(model: models.Model, target: dict, flow: str) -> list[Workload]:
-    """Kernels of the module the pass returns for ``flow`` (its default cost model)."""
+    """The distinct kernels of the module the pass returns for ``flow`` (its default cost model)."""
     new, _ = optimize(model.mod, tvm.target.Target(target), flow=flow)
-    return [w for graph in module_graphs(new) for w in kernel_workloads(graph)]
+    return module_workloads(new)
 
 
 def gather(model_names: list[str], n_variants: int, seed: int, small: bool = False,
