@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 
 from . import ops
+from .cost import FLOWS  # the build flows, named once
 from .graph import TensorTy, Unsupported, graph_from_block, ty_of
 from .workload import Epilogue, Workload
 from .tune import RPCDevice, build, tune, use_all_cores
@@ -27,7 +28,6 @@ from .verify import random_inputs
 
 log = logging.getLogger("tvm_eqsat")
 
-FLOWS = ("tuned", "default")
 
 
 @dataclass
