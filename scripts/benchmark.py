@@ -58,7 +58,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 import warnings  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 

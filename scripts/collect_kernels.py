@@ -12,9 +12,15 @@ kernel appears).  Each is built with the target's deployment flow
 dlight on CUDA) and timed with ``time_evaluator``.  Rows are appended to the
 CSV as they are measured, so an interrupted run resumes where it stopped.
 
+``--elementwise`` instead calibrates what element-wise ops cost per element in the
+flow (``measure.elementwise_ns``) and writes ``elementwise.json`` beside the CSV;
+training takes each kernel's epilogue off its measurement with it, and the pass
+charges those ops where they stand (run it before training).
+
     python scripts/collect_kernels.py --target llvm --trials 16 --models bert-base resnet50
     python scripts/collect_kernels.py --target cuda --flow default --out $OUT/dataset.csv
     python scripts/collect_kernels.py --flow default --small --sources chosen --models ...
+    python scripts/collect_kernels.py --flow default --out cost_models/llvm-default/dataset.csv --elementwise
 """
 
 from __future__ import annotations
@@ -36,13 +42,14 @@ from tvm_eqsat import models, optimize
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.measure import (
-    build_workload, kernel_out_ty, kernel_workloads, measure, module_graphs, module_workloads, nvcc_compile,
+    CALIBRATION_SIZES, build_workload, elementwise_ns, kernel_out_ty, kernel_workloads, measure, module_graphs,
+    module_workloads, nvcc_compile,
 )
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import saturate
-from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row
+from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,6 +171,19 @@ def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
     print(f"{len(items) - failures} of {len(items)} workloads compile for {target}")
 
 
+def calibrate_elementwise(args, flow: str, target: dict, work_dir: str, path: Path) -> None:
+    t = time.perf_counter()
+    ns = elementwise_ns(target, flow=flow, trials=args.trials, work_dir=work_dir, repeat=args.repeat)
+    doc = {
+        "target": args.target, "flow": flow, "trials": args.trials if flow == "tuned" else None,
+        "sizes": list(CALIBRATION_SIZES), "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - t, 1),
+        "ns_per_element": {k: round(v, 4) for k, v in ns.items()},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    print(f"{len(ns)} element-wise ops calibrated -> {path}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
@@ -187,6 +207,8 @@ def main() -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="compile every workload for the target without timing (checks a GPU-less CUDA setup)")
     p.add_argument("--arch", default="sm_90", help="CUDA architecture")
+    p.add_argument("--elementwise", action="store_true",
+                   help=f"calibrate element-wise ops (ns per element) and write {ELEMENTWISE} beside the CSV")
     args = p.parse_args()
     flow = args.flow or ("tuned" if args.target == "llvm" else "default")
     out = Path(args.out or ROOT / "cost_models" / args.target / "dataset.csv")
@@ -197,6 +219,8 @@ def main() -> None:
     target = {"kind": args.target} if args.target == "llvm" else {"kind": "cuda", "arch": args.arch}
     if args.dry_run:
         return dry_run(args, flow, target, work_dir)
+    if args.elementwise:
+        return calibrate_elementwise(args, flow, target, work_dir, out.parent / ELEMENTWISE)
     rows = []
     if out.exists():
         with open(out) as f:

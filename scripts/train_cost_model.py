@@ -29,7 +29,8 @@ from scipy.stats import spearmanr
 
 from tvm_eqsat.features import NAMES
 from tvm_eqsat.xgb_model import (
-    DATASET_FIELDS, ROUNDS, KernelModel, dataset_row, load_dataset, measured_table, sample_features, train,
+    DATASET_FIELDS, ROUNDS, KernelModel, dataset_row, load_dataset, load_elementwise, measured_table, sample_features,
+    train,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,16 +54,18 @@ def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict:
 
 
 def held_out_by_model(samples, rounds: int) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
-    """Predictions for each model's kernels from a model trained without them."""
+    """Predictions for each model's kernels from a model trained without them (the
+    booster's bare kernel plus its calibrated epilogue, against the whole measurement)."""
     x = sample_features(samples)
     y = np.array([s.median_us for s in samples])
     groups = np.array([s.model for s in samples])
+    epilogue = np.array([s.epilogue_us for s in samples])
     pred = np.zeros(len(samples))
     per_model = {}
     for model in sorted(set(groups)):
         test = groups == model
         booster = train([s for s, t in zip(samples, test) if not t], rounds)
-        pred[test] = KernelModel(booster, {}).predict_us(x[test])
+        pred[test] = KernelModel(booster, {}).predict_us(x[test]) + epilogue[test]
         per_model[model] = metrics(y[test], pred[test])
     return y, pred, list(groups), per_model
 
@@ -81,12 +84,13 @@ def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> tuple[dict, np.nd
     """Random k-fold over kernels (in-distribution accuracy): metrics and predictions."""
     x = sample_features(samples)
     y = np.array([s.median_us for s in samples])
+    epilogue = np.array([s.epilogue_us for s in samples])
     fold = np.random.default_rng(seed).permutation(len(samples)) % k
     pred = np.zeros(len(samples))
     for f in range(k):
         test = fold == f
         booster = train([s for s, t in zip(samples, test) if not t], rounds)
-        pred[test] = KernelModel(booster, {}).predict_us(x[test])
+        pred[test] = KernelModel(booster, {}).predict_us(x[test]) + epilogue[test]
     return metrics(y, pred), pred
 
 
@@ -208,7 +212,7 @@ def main() -> None:
         "held_out_by_model": overall,
         "random_5_fold": kfold,
     }
-    model = KernelModel(booster, metadata, measured_table(samples))
+    model = KernelModel(booster, metadata, measured_table(samples), load_elementwise(dataset.parent))
     model.save(out)
     plot(y, pred, groups, out / "predicted_vs_measured.png", f"{args.target}: {split}")
 
@@ -245,6 +249,14 @@ def main() -> None:
         "These figures are the booster's (monotone in the work features, see `tvm_eqsat/features.py`). "
         f"The pass answers the {len(model.measured)} bare kernels of this dataset from their measurements "
         "(`measured.json`) and asks the booster about the rest.",
+        "",
+        (f"Element-wise epilogues are priced per element from `elementwise.json` "
+         f"(flow {model.elementwise.get('flow')}, {model.elementwise.get('date')}): the booster learns each kernel "
+         "with its epilogue's compute taken off, the pass charges that compute to the element-wise nodes, and the "
+         "figures above compare booster + epilogue with the whole measurement."
+         if model.per_element_ns else
+         "No `elementwise.json` beside the dataset: epilogues stay in the kernels' measurements "
+         "(`collect_kernels.py --elementwise` calibrates them)."),
         "",
         f"![predicted vs measured ({split})](predicted_vs_measured.png)",
         "",

@@ -108,8 +108,8 @@ def test_learned_model_costs_kernels_and_falls_back_for_the_rest(trained_dir):
 
 def test_measured_kernels_answer_for_themselves(tmp_path):
     """A kernel in the model's measured table costs its measurement (the median over
-    its rows, whatever their epilogues), survives save/load, and leaves the booster
-    to answer for every other kernel."""
+    its rows; with no element-wise calibration their epilogues stay in), survives
+    save/load, and leaves the booster to answer for every other kernel."""
     samples = _synthetic_samples(np.random.default_rng(1))
     op, attrs, ins, out = _matmul(48, 48, 48)
     bare = Workload(op, attrs, ins)
@@ -122,6 +122,64 @@ def test_measured_kernels_answer_for_themselves(tmp_path):
     booster_says = float(model.kernels.predict_us(features.featurize([other]))[0])
     assert model.node_cost(*other, False) == pytest.approx(booster_says + cost.EPSILON_US)
     assert booster_says != pytest.approx(120.0, rel=0.05)
+
+
+def test_epilogue_compute_moves_from_kernels_to_elementwise_nodes(tmp_path):
+    """With an element-wise calibration a kernel's measurement loses its epilogue's
+    compute (never below KERNEL_FLOOR of it), and the pass charges that compute to the
+    element-wise node instead, wherever it stands; folded nodes stay free."""
+    from tvm_eqsat.xgb_model import KERNEL_FLOOR, epilogue_us
+
+    op, attrs, ins, out = _matmul(48, 48, 48)
+    tanh_ns = 40.0 * 1e3 / out.numel  # a Tanh over the 48x48 output costs 40 us
+    calibration = {"flow": "default", "ns_per_element": {"Tanh": tanh_ns}}
+    bare = Workload(op, attrs, ins)
+    with_tanh = Workload(op, attrs, ins, (Epilogue("Tanh"), Epilogue("Relu")))
+    assert epilogue_us(with_tanh, out, calibration["ns_per_element"]) == pytest.approx(40.0)
+    assert epilogue_us(bare, out, calibration["ns_per_element"]) == 0.0
+    rows = [Sample("model0", "chosen", bare, out, 100.0, 0.05, 0.0),
+            Sample("model0", "chosen", with_tanh, out, 140.0, 0.05, 40.0)]
+    assert [r.kernel_us for r in rows] == pytest.approx([100.0, 100.0])
+    assert Sample("m", "chosen", with_tanh, out, 30.0, 0.05, 40.0).kernel_us == pytest.approx(KERNEL_FLOOR * 30.0)
+    samples = _synthetic_samples(np.random.default_rng(1)) + rows
+    KernelModel(train(samples, rounds=50), {"features": list(features.NAMES)}, measured_table(samples),
+                calibration).save(tmp_path)
+    model = cost.make_cost_model(str(tmp_path), "llvm")
+    assert model.kernels.per_element_ns == {"Tanh": pytest.approx(tanh_ns)}
+    assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(100.0 + cost.EPSILON_US)
+    roofline = cost.RooflineCostModel("llvm")
+    tanh = ("Tanh", (), (out,), out)
+    assert model.node_cost(*tanh, False) == pytest.approx(roofline.node_cost(*tanh, False) + 40.0)
+    assert model.node_cost(*tanh, True) == roofline.node_cost(*tanh, True)  # folded at compile time
+    add = ("Add", (), (out, out), out, False)
+    assert model.node_cost(*add) == roofline.node_cost(*add)  # not calibrated: the roofline alone
+
+
+def test_dataset_prices_epilogues_from_the_calibration_beside_it(tmp_path):
+    import csv
+    import json
+
+    from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row, load_dataset
+
+    op, attrs, ins, out = _matmul(32, 32, 32)
+    w = Workload(op, attrs, ins, (Epilogue("Sigmoid"),))
+    with open(tmp_path / "dataset.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
+        writer.writeheader()
+        writer.writerow(dataset_row("llvm", "default", 0, "m", "model", w, out, 50.0, 45.0, 55.0, 1.0))
+    assert load_dataset(tmp_path / "dataset.csv")[0].epilogue_us == 0.0
+    (tmp_path / ELEMENTWISE).write_text(json.dumps({"ns_per_element": {"Sigmoid": 2.0}}))
+    (sample,) = load_dataset(tmp_path / "dataset.csv")
+    assert sample.epilogue_us == pytest.approx(2.0 * out.numel / 1e3)
+    assert sample.kernel_us == pytest.approx(50.0 - 2.0 * out.numel / 1e3)
+
+
+def test_shipped_default_flow_calibration_prices_transcendentals_above_arithmetic():
+    model = cost.make_cost_model("auto", "llvm", "default")
+    ns = model.kernels.per_element_ns
+    assert model.kernels.elementwise["flow"] == "default"
+    assert min(ns["Tanh"], ns["Sigmoid"], ns["Exp"]) > 5 * max(ns["Add"], ns["Mul"], ns["Relu"])
+    assert all(v >= 0 for v in ns.values())
 
 
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):

@@ -74,7 +74,8 @@ class LearnedCostModel:
     """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels (by
     their measured latency where the kernel is one of them); everything else
     (element-wise epilogues, views, constants, opaque calls) as the roofline costs
-    it.  Predictions are memoised; ``prepare`` batches them."""
+    it, plus, for element-wise ops, their measured compute per element (a tanh is
+    no cheaper fused than alone).  Predictions are memoised; ``prepare`` batches them."""
 
     name = "xgb"
 
@@ -110,7 +111,11 @@ class LearnedCostModel:
         self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool
     ) -> float:
         if not self._is_kernel(op, in_tys, out_ty, is_const):
-            return self.fallback.node_cost(op, attrs, in_tys, out_ty, is_const)
+            base = self.fallback.node_cost(op, attrs, in_tys, out_ty, is_const)
+            per_element = self.kernels.per_element_ns.get(op, 0.0)
+            if per_element and not is_const and isinstance(out_ty, TensorTy):
+                base += per_element * out_ty.numel / 1e3  # its compute, wherever FuseOps puts it
+            return base
         key = (op, attrs, tuple(in_tys), out_ty)
         if key not in self._memo:
             self.prepare([(op, attrs, in_tys, out_ty, is_const)])

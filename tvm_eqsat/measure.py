@@ -119,6 +119,31 @@ def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, 
     return time_executable(ex, tgt, random_inputs(workload_module(w)["main"]), repeat=repeat, rpc=rpc)
 
 
+CALIBRATION_SIZES = (4096, 65536)  # elements: small enough to build fast, far enough apart for a slope
+
+
+def elementwise_ns(target: Any, *, flow: str = "tuned", trials: int = 8, work_dir: str | None = None,
+                   sizes: Sequence[int] = CALIBRATION_SIZES, names: Sequence[str] | None = None,
+                   repeat: int = 30, rpc: RPCDevice | None = None) -> dict[str, float]:
+    """Compute cost (ns per output element) of each attribute-free element-wise op
+    beyond moving its data: the slope of its latency between two sizes of a ``1 x n``
+    float32 tensor (binary ops get two), so the fixed cost of a call cancels, less the
+    slope of ``Relu`` (a copy: the memory traffic, which the roofline charges and
+    fusion mostly removes).  Fused into a kernel, a tanh still pays its compute per
+    element; the learned cost model charges it (``xgb_model.epilogue_us``)."""
+    names = list(names or [s.name for s in ops.BY_NAME.values() if s.kind == ops.ELEMWISE and not s.attrs])
+    small, large = sizes
+    slope = {}
+    for name in dict.fromkeys(["Relu", *names]):
+        spec = ops.BY_NAME[name]
+        times = []
+        for n in (small, large):
+            w = Workload(name, (), (TensorTy((1, n), "float32"),) * spec.n_inputs)
+            times.append(measure(w, target, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc, repeat=repeat).median_us)
+        slope[name] = (times[1] - times[0]) * 1e3 / (large - small)
+    return {name: max(0.0, slope[name] - slope["Relu"]) for name in names}
+
+
 def nvcc_compile(ex, target: Any) -> int:
     """Compile the CUDA source of an executable with nvcc (no GPU needed); bytes of fatbin.
 

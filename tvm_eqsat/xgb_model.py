@@ -58,6 +58,18 @@ def dataset_row(target: str, flow: str, trials: int, model: str, source: str, w:
 
 
 MEASURED = "measured.json"
+ELEMENTWISE = "elementwise.json"  # per-element compute costs of element-wise ops (``measure.elementwise_ns``)
+KERNEL_FLOOR = 0.25  # a kernel keeps at least this share of its measured time when its epilogue is taken off
+
+
+def epilogue_us(w: Workload, out_ty, per_element_ns: dict[str, float]) -> float:
+    """Compute time of ``w``'s fused element-wise epilogue: its ops' calibrated costs per
+    element times the kernel's output size.  Untuned, a tanh or sigmoid costs several
+    nanoseconds per element (a libm call), which for a small matmul is more than the
+    matmul; the pass costs those ops as nodes of their own, so the kernel must not."""
+    if not w.epilogue or not isinstance(out_ty, TensorTy):
+        return 0.0
+    return sum(per_element_ns.get(e.op, 0.0) for e in w.epilogue) * out_ty.numel / 1e3
 
 
 def bare_key(op: str, attrs: tuple, in_tys) -> str:
@@ -66,11 +78,11 @@ def bare_key(op: str, attrs: tuple, in_tys) -> str:
 
 
 def measured_table(samples: Sequence["Sample"]) -> dict[str, float]:
-    """Bare kernel -> median over its measured rows (the same kernel measured with
-    different epilogues counts once per epilogue, as the booster sees it)."""
+    """Bare kernel -> median of its measured rows with their epilogues taken off
+    (``Sample.kernel_us``), the quantity the booster learns."""
     times: dict[str, list[float]] = {}
     for s in samples:
-        times.setdefault(bare_key(s.workload.op, s.workload.attrs, s.workload.inputs), []).append(s.median_us)
+        times.setdefault(bare_key(s.workload.op, s.workload.attrs, s.workload.inputs), []).append(s.kernel_us)
     return {k: float(np.median(v)) for k, v in times.items()}
 
 
@@ -82,6 +94,12 @@ class Sample:
     out_ty: object
     median_us: float
     spread: float  # (p90 - p10) / median
+    epilogue_us: float = 0.0  # estimated compute of the fused epilogue (``epilogue_us``)
+
+    @property
+    def kernel_us(self) -> float:
+        """The bare kernel's share of the measurement: what the pass asks the model about."""
+        return max(self.median_us - self.epilogue_us, KERNEL_FLOOR * self.median_us)
 
 
 def _ty(value):
@@ -90,20 +108,31 @@ def _ty(value):
     return tuple(_ty(v) for v in value)
 
 
-def load_dataset(path: str | Path, flow: str | None = None) -> list[Sample]:
-    """Rows of a ``collect_kernels.py`` CSV (the last measurement of each workload wins)."""
+def load_dataset(path: str | Path, flow: str | None = None,
+                 per_element_ns: dict[str, float] | None = None) -> list[Sample]:
+    """Rows of a ``collect_kernels.py`` CSV (the last measurement of each workload wins);
+    ``per_element_ns`` (default: the ``elementwise.json`` beside the CSV) prices their epilogues."""
+    if per_element_ns is None:
+        per_element_ns = load_elementwise(Path(path).parent).get("ns_per_element", {})
     by_key: dict[str, Sample] = {}
     with open(path) as f:
         for row in csv.DictReader(f):
             if flow is not None and row["flow"] != flow:
                 continue
             median = float(row["median_us"])
+            w, out_ty = Workload.from_json(json.loads(row["key"])), _ty(json.loads(row["out_ty"]))
             by_key[row["key"]] = Sample(
-                row["model"], row["source"], Workload.from_json(json.loads(row["key"])),
-                _ty(json.loads(row["out_ty"])), median,
+                row["model"], row["source"], w, out_ty, median,
                 (float(row["p90_us"]) - float(row["p10_us"])) / max(median, 1e-9),
+                epilogue_us(w, out_ty, per_element_ns),
             )
     return list(by_key.values())
+
+
+def load_elementwise(directory: str | Path) -> dict:
+    """The ``elementwise.json`` calibration document in ``directory`` (empty if there is none)."""
+    path = Path(directory) / ELEMENTWISE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def sample_features(samples: Sequence[Sample]) -> np.ndarray:
@@ -116,7 +145,7 @@ def train(samples: Sequence[Sample], rounds: int = ROUNDS, params: dict | None =
     import xgboost as xgb
 
     x = sample_features(samples)
-    y = np.log2(np.array([s.median_us for s in samples]))
+    y = np.log2(np.array([s.kernel_us for s in samples]))
     data = xgb.DMatrix(x, label=y, feature_names=list(NAMES))
     return xgb.train({**PARAMS, **(params or {})}, data, num_boost_round=rounds, xgb_model=base)
 
@@ -129,12 +158,21 @@ class KernelModel:
     database's record would, and the booster answers the rest.  The booster is kept
     monotone (see ``PARAMS``), which costs it some fit on the training kernels; the
     table gives those back exactly, and ``collect_kernels.py --sources chosen`` adds
-    the kernels the pass picked for a user's own models."""
+    the kernels the pass picked for a user's own models.
 
-    def __init__(self, booster, metadata: dict, measured: dict[str, float] | None = None) -> None:
+    ``elementwise`` is the calibration document of ``measure.elementwise_ns`` (its
+    ``ns_per_element`` prices element-wise nodes; empty: they cost what the roofline says)."""
+
+    def __init__(self, booster, metadata: dict, measured: dict[str, float] | None = None,
+                 elementwise: dict | None = None) -> None:
         self.booster = booster
         self.metadata = metadata
         self.measured = dict(measured or {})
+        self.elementwise = dict(elementwise or {})
+
+    @property
+    def per_element_ns(self) -> dict[str, float]:
+        return self.elementwise.get("ns_per_element", {})
 
     @staticmethod
     def load(directory: str | Path) -> "KernelModel":
@@ -149,13 +187,17 @@ class KernelModel:
         booster.set_param({"nthread": 1})  # small batches: threads cost more than they save
         table = directory / MEASURED
         measured = json.loads(table.read_text()) if table.is_file() else {}
-        return KernelModel(booster, metadata, measured)
+        calibration = directory / ELEMENTWISE
+        elementwise = json.loads(calibration.read_text()) if calibration.is_file() else {}
+        return KernelModel(booster, metadata, measured, elementwise)
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.booster.save_model(str(directory / "model.json"))
         (directory / MEASURED).write_text(json.dumps(self.measured, indent=0, sort_keys=True) + "\n")
+        if self.elementwise:
+            (directory / ELEMENTWISE).write_text(json.dumps(self.elementwise, indent=2, sort_keys=True) + "\n")
         (directory / "metadata.json").write_text(json.dumps(self.metadata, indent=2, sort_keys=True) + "\n")
 
     def lookup_us(self, op: str, attrs: tuple, in_tys) -> float | None:
