@@ -24,7 +24,11 @@ eager, as context) interleaved in rounds whose order rotates (A B C, B C A, ...)
 machine drift hits all of them alike; each sample repeats the model until it lasts
 ``--min-ms``; the median, p10 and p90 of ``--repeat`` samples are reported.
 
-Results go to ``benchmarks/results/<target>-<flow>[-small].{csv,json,md,png}`` (or
+``--speed-check`` runs the pass with its measured safeguard (``speed_check=True``: the
+rewrite is kept only if its build times faster than the original's on this machine; the
+check's building, tuning and timing count in the pass time).
+
+Results go to ``benchmarks/results/<target>-<flow>[-small][-checked].{csv,json,md,png}`` (or
 ``--out-dir``): one CSV row per model and variant, appended as each model finishes; models
 whose rows are all there are skipped unless ``--force``.  A model that fails to import or
 to build is logged and skipped.
@@ -68,7 +72,7 @@ from tqdm import tqdm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import tvm_eqsat  # noqa: E402
-from tvm_eqsat import models, tune  # noqa: E402
+from tvm_eqsat import models, timing, tune  # noqa: E402
 from tvm_eqsat.verify import output_diffs  # noqa: E402
 
 log = logging.getLogger("benchmark")
@@ -225,30 +229,6 @@ def _flatten(value) -> list[np.ndarray]:
     return [value.numpy() if hasattr(value, "numpy") else np.asarray(value)]
 
 
-def _calibrated(sample_once: Callable[[int], float], min_ms: float) -> tuple[Callable[[], float], int]:
-    """A sampler that runs the model ``number`` times per sample (mean ms per run) so that a
-    sample lasts at least ``min_ms``; ``number`` from the fastest of three probe runs."""
-    one = min(sample_once(1) for _ in range(3))
-    number = max(1, math.ceil(min_ms / max(one, 1e-4)))
-    return (lambda: sample_once(number)), number
-
-
-def tvm_sampler(ex, dev, inputs: list[np.ndarray], min_ms: float):
-    """(VM, args, sampler, number) for one executable; the first run is the warm-up."""
-    vm = relax.VirtualMachine(ex, dev)
-    args = [tvm.runtime.tensor(x, dev) for x in inputs]
-    vm["main"](*args)
-    evaluators: dict[int, Any] = {}
-
-    def sample(number: int) -> float:
-        if number not in evaluators:
-            evaluators[number] = vm.time_evaluator("main", dev, number=number, repeat=1)
-        return evaluators[number](*args).mean * 1e3
-
-    sampler, number = _calibrated(sample, min_ms)
-    return vm, args, sampler, number
-
-
 def torch_sampler(model: models.Model, target: tvm.target.Target, min_ms: float):
     """PyTorch eager on the same inputs (all cores; on CUDA only if torch sees a GPU), or None."""
     import copy
@@ -275,21 +255,7 @@ def torch_sampler(model: models.Model, target: tvm.target.Target, min_ms: float)
         return (time.perf_counter() - t) / number * 1e3
 
     sample(1)  # warm-up
-    return _calibrated(sample, min_ms)[0]
-
-
-def time_interleaved(samplers: dict[str, Callable[[], float]], repeat: int) -> dict[str, list[float]]:
-    """``repeat`` rounds, each sampling every variant once, the order rotating by one per round;
-    one discarded round first."""
-    names = list(samplers)
-    for n in names:
-        samplers[n]()
-    out: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(repeat):
-        k = r % len(names)
-        for n in names[k:] + names[:k]:
-            out[n].append(samplers[n]())
-    return out
+    return timing.calibrated(sample, min_ms)[0]
 
 
 # ---------------------------------------------------------------- one model
@@ -327,7 +293,7 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
     numbers: dict[str, int] = {}
     outputs: dict[str, list[np.ndarray]] = {}
     for vname, v in built.items():
-        vm, vargs, samplers[vname], numbers[vname] = tvm_sampler(v.ex, dev, model.inputs, args.min_ms)
+        vm, vargs, samplers[vname], numbers[vname] = timing.tvm_sampler(v.ex, dev, model.inputs, args.min_ms)
         outputs[vname] = _flatten(vm["main"](*vargs))
     reference = None
     if model.source is not None:
@@ -338,7 +304,7 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
                 samplers["torch"] = torch_sample
         except Exception as err:
             log.warning("%s: PyTorch eager failed: %s", name, err)
-    times = time_interleaved(samplers, args.repeat)
+    times = timing.time_interleaved(samplers, args.repeat)
     torch_ms = float(np.median(times["torch"])) if "torch" in times else None
     stock_ms = float(np.median(times["stock"]))
 
@@ -659,6 +625,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--time-limit", type=float, default=30.0, help="tvm-eqsat pass time limit (s)")
     p.add_argument("--cost-model", default="auto",
                    help="the pass's cost_model (auto, roofline, xgb, or a model directory); it costs for --flow")
+    p.add_argument("--speed-check", action="store_true",
+                   help="run the pass with speed_check=True: it builds and times the module before and after its "
+                        "rewrite (this flow, the --work-dir database, --trials) and keeps the rewrite only if "
+                        "measurably faster; results in <target>-<flow>[-small]-checked.*")
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--force", action="store_true", help="re-run models that already have rows")
     p.add_argument("--dry-run", action="store_true", help="compile every variant, no timing, no results files")
@@ -697,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     target = make_target(args.target, args.arch)
     builders = models.SMALL if args.small else models.MODELS
     out_dir = Path(args.out_dir)
-    stem = f"{args.target}-{args.flow}{'-small' if args.small else ''}"
+    stem = f"{args.target}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
     csv_path = out_dir / f"{stem}.csv"
     failures: dict[str, str] = {}
 
@@ -761,7 +731,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def pass_options(args) -> dict:
     """The options given to the pass for the eqsat variant: costs for the build flow being run."""
-    return {"time_limit_s": args.time_limit, "cost_model": args.cost_model, "flow": args.flow}
+    options = {"time_limit_s": args.time_limit, "cost_model": args.cost_model, "flow": args.flow}
+    if args.speed_check:
+        options.update(speed_check=True, tune_dir=args.work_dir, tune_trials=args.trials)
+    return options
 
 
 def _eqsat_options(args) -> dict:

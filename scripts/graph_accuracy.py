@@ -54,6 +54,8 @@ def rows_for(path: Path, target: str) -> list[dict]:
     rows, sidecar = _read(path)
     options = {k: v for k, v in (sidecar.get("eqsat_options") or {}).items() if v is not None}
     options["rules"] = tuple(options["rules"]) if "rules" in options else None
+    for name in ("speed_check", "tune_dir", "tune_trials"):  # rows it rejected read unchanged and are
+        options.pop(name, None)                              # skipped; the rewrites it kept need no re-timing
     builders = models.SMALL if sidecar.get("small") else models.MODELS
     flow = sidecar.get("flow") or "tuned"
     used = make_cost_model(options.get("cost_model", "roofline"), "llvm", flow).name  # what the benchmark's pass used
@@ -132,11 +134,14 @@ def report(rows: list[dict], target: str, command: str) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-    p.add_argument("--results", nargs="+", default=None, help="benchmark CSVs (default benchmarks/results/<target>-*.csv)")
+    p.add_argument("--results", nargs="+", default=None,
+                   help="benchmark CSVs (default benchmarks/results/<target>-*.csv but the -checked ones, "
+                        "whose kept rewrites repeat the unchecked runs' pairs)")
     p.add_argument("--out", default=None, help="default cost_models/<target>")
     args = p.parse_args(argv)
     paths = [Path(x) for x in args.results] if args.results else sorted(
-        q for q in (ROOT / "benchmarks" / "results").glob(f"{args.target}-*.csv") if q.with_suffix(".json").exists()
+        q for q in (ROOT / "benchmarks" / "results").glob(f"{args.target}-*.csv")
+        if q.with_suffix(".json").exists() and not q.stem.endswith("-checked")
     )  # fmt: skip
     rows = [row for path in paths for row in rows_for(path, args.target)]
     if not rows:

@@ -107,17 +107,22 @@ def test_learned_model_costs_kernels_and_falls_back_for_the_rest(trained_dir):
 
 
 def test_measured_kernels_answer_for_themselves(tmp_path):
-    """A kernel in the model's measured table costs its measurement (the median over
-    its rows; with no element-wise calibration their epilogues stay in), survives
-    save/load, and leaves the booster to answer for every other kernel."""
+    """A kernel in the model's measured table costs its measurement (its bare rows where
+    it has any, else the median over its rows with epilogues), survives save/load, and
+    leaves the booster to answer for every other kernel."""
     samples = _synthetic_samples(np.random.default_rng(1))
     op, attrs, ins, out = _matmul(48, 48, 48)
     bare = Workload(op, attrs, ins)
     with_bias = Workload(op, attrs, ins, (Epilogue("Add", (48,)),))
+    with_relu = Workload(op, attrs, ins, (Epilogue("Add", (48,)), Epilogue("Relu")))
     samples += [Sample("model0", "chosen", bare, out, 100.0, 0.05), Sample("model0", "chosen", with_bias, out, 140.0, 0.05)]
+    only_fused = _matmul(48, 48, 24)
+    samples += [Sample("model0", "model", Workload(only_fused[0], only_fused[1], only_fused[2], e), only_fused[3], us, 0.05)
+                for e, us in ((with_bias.epilogue, 60.0), (with_relu.epilogue, 80.0))]
     KernelModel(train(samples, rounds=50), {"features": list(features.NAMES)}, measured_table(samples)).save(tmp_path)
     model = cost.make_cost_model(str(tmp_path), "llvm")
-    assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(120.0 + cost.EPSILON_US)
+    assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(100.0 + cost.EPSILON_US)
+    assert model.node_cost(*only_fused, False) == pytest.approx(70.0 + cost.EPSILON_US)
     other = _matmul(40, 48, 48)
     booster_says = float(model.kernels.predict_us(features.featurize([other]))[0])
     assert model.node_cost(*other, False) == pytest.approx(booster_says + cost.EPSILON_US)

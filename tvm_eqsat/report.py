@@ -35,6 +35,7 @@ class Report:
     cost_model: str = ""  # the model actually used ("xgb" falls back to "roofline" without a shipped model)
     functions: dict[str, FunctionReport] = field(default_factory=dict)
     seconds: float = 0.0
+    speed_check: dict | None = None  # ``speed_check.SpeedCheck.to_dict()`` when the option ran it
 
     def to_dict(self) -> dict:
         return {
@@ -43,6 +44,7 @@ class Report:
             "cost_model": self.cost_model,
             "seconds": self.seconds,
             "functions": {k: asdict(v) for k, v in self.functions.items()},
+            "speed_check": self.speed_check,
         }
 
     def summary(self) -> str:
@@ -57,4 +59,9 @@ class Report:
             )
             for reason in f.skipped:
                 lines.append(f"  left unchanged: {reason}")
+        if self.speed_check is not None:
+            c = self.speed_check
+            lines.append(f"speed check: {c['reason']}" if c["reason"] else
+                         f"speed check: {c['before_ms']:.4g} ms -> {c['after_ms']:.4g} ms "
+                         f"({c['speedup']:.3f}x measured), rewrite {'kept' if c['kept'] else 'rejected'}")
         return "\n".join(lines)

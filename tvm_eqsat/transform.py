@@ -4,6 +4,8 @@ Per Relax function and dataflow block: model the block as a TensorGraph, load it
 into an e-graph, grow it with the rule families, extract the cheapest graph, and
 rebuild the block only when the extracted graph differs and is predicted cheaper.
 Anything the pass cannot handle is left unchanged with one log line saying why.
+With ``speed_check=True`` the rewritten module must also build and time faster than
+the original on this machine (``speed_check``), else the original comes back.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import tvm
 from tvm import relax
 
 from . import cost as cost_mod
+from . import speed_check
 from .egraph import EGraphError, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
 from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block
@@ -46,6 +49,9 @@ class Options:
     seed: int = 0
     rules: tuple[str, ...] | None = None  # rule families or rule names; None = all
     mcts_preset: str = "default"  # search="mcts" budgets: "fast", "default", "thorough"
+    speed_check: bool = False  # build and time the module before and after; keep the rewrite only if faster
+    tune_dir: str | None = None  # speed check with flow="tuned": the MetaSchedule database (None: a cache dir)
+    tune_trials: int = 16  # speed check with flow="tuned": MetaSchedule trials per kernel
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,6 +81,12 @@ def make_options(**options: Any) -> Options:
         raise ValueError(f"cost_model must be a name or a directory path, got {opts.cost_model!r}")
     if opts.cost_model not in cost_mod.COST_MODELS:
         cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for a path without a model
+    if not isinstance(opts.speed_check, bool):
+        raise ValueError(f"speed_check must be True or False, got {opts.speed_check!r}")
+    if opts.tune_dir is not None and not isinstance(opts.tune_dir, str):
+        raise ValueError(f"tune_dir must be a directory path or None, got {opts.tune_dir!r}")
+    if not isinstance(opts.tune_trials, int) or isinstance(opts.tune_trials, bool) or opts.tune_trials <= 0:
+        raise ValueError(f"tune_trials must be a positive integer, got {opts.tune_trials!r}")
     for name in ("node_limit", "iter_limit", "seed"):
         value = getattr(opts, name)
         if not isinstance(value, int) or isinstance(value, bool):
@@ -328,8 +340,25 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
                 frep.seconds.get("total", 0.0),
                 "" if frep.changed else " (unchanged)",
             )
+    if opts.speed_check and any(f.changed for f in report.functions.values()):
+        new_mod = _speed_checked(mod, new_mod, target, opts, report)
     report.seconds = time.perf_counter() - start
     return new_mod, report
+
+
+def _speed_checked(mod: tvm.IRModule, new_mod: tvm.IRModule, target: tvm.target.Target, opts: Options,
+                   report: Report) -> tvm.IRModule:
+    """``new_mod`` if the measured speed check keeps it, else ``mod`` (``speed_check``)."""
+    result = speed_check.check(mod, new_mod, target, opts.flow, tune_dir=opts.tune_dir, trials=opts.tune_trials)
+    report.speed_check = result.to_dict()
+    log.info("%s", speed_check.describe(result))
+    if result.kept:
+        return new_mod
+    for frep in report.functions.values():
+        if frep.changed:
+            frep.changed = False
+            frep.skipped.append(speed_check.describe(result))
+    return mod
 
 
 # ---------------------------------------------------------------- public API

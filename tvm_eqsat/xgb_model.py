@@ -78,12 +78,16 @@ def bare_key(op: str, attrs: tuple, in_tys) -> str:
 
 
 def measured_table(samples: Sequence["Sample"]) -> dict[str, float]:
-    """Bare kernel -> median of its measured rows with their epilogues taken off
-    (``Sample.kernel_us``), the quantity the booster learns."""
-    times: dict[str, list[float]] = {}
+    """Bare kernel -> its measurement: the median of its rows measured bare where there
+    are any (exact), else of its rows with their epilogues taken off (``Sample.kernel_us``,
+    the quantity the booster learns; the calibration misses what each fused op costs
+    besides its per-element compute, so those rows stay a little high)."""
+    bare: dict[str, list[float]] = {}
+    fused: dict[str, list[float]] = {}
     for s in samples:
-        times.setdefault(bare_key(s.workload.op, s.workload.attrs, s.workload.inputs), []).append(s.kernel_us)
-    return {k: float(np.median(v)) for k, v in times.items()}
+        key = bare_key(s.workload.op, s.workload.attrs, s.workload.inputs)
+        (fused if s.workload.epilogue else bare).setdefault(key, []).append(s.kernel_us)
+    return {k: float(np.median(bare.get(k) or fused[k])) for k in {**fused, **bare}}
 
 
 @dataclass
