@@ -191,9 +191,7 @@ class KernelModel:
         booster.set_param({"nthread": 1})  # small batches: threads cost more than they save
         table = directory / MEASURED
         measured = json.loads(table.read_text()) if table.is_file() else {}
-        calibration = directory / ELEMENTWISE
-        elementwise = json.loads(calibration.read_text()) if calibration.is_file() else {}
-        return KernelModel(booster, metadata, measured, elementwise)
+        return KernelModel(booster, metadata, measured, load_elementwise(directory))
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
