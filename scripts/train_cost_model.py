@@ -53,6 +53,11 @@ def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict:
     }
 
 
+def _predict_us(booster, x: np.ndarray, epilogue_us: np.ndarray) -> np.ndarray:
+    """A kernel's whole predicted time: the booster's bare kernel plus its calibrated epilogue."""
+    return KernelModel(booster, {}).predict_us(x) + epilogue_us
+
+
 def held_out_by_model(samples, rounds: int) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
     """Predictions for each model's kernels from a model trained without them (the
     booster's bare kernel plus its calibrated epilogue, against the whole measurement)."""
@@ -65,7 +70,7 @@ def held_out_by_model(samples, rounds: int) -> tuple[np.ndarray, np.ndarray, lis
     for model in sorted(set(groups)):
         test = groups == model
         booster = train([s for s, t in zip(samples, test) if not t], rounds)
-        pred[test] = KernelModel(booster, {}).predict_us(x[test]) + epilogue[test]
+        pred[test] = _predict_us(booster, x[test], epilogue[test])
         per_model[model] = metrics(y[test], pred[test])
     return y, pred, list(groups), per_model
 
@@ -90,7 +95,7 @@ def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> tuple[dict, np.nd
     for f in range(k):
         test = fold == f
         booster = train([s for s, t in zip(samples, test) if not t], rounds)
-        pred[test] = KernelModel(booster, {}).predict_us(x[test]) + epilogue[test]
+        pred[test] = _predict_us(booster, x[test], epilogue[test])
     return metrics(y, pred), pred
 
 

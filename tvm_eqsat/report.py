@@ -60,8 +60,7 @@ class Report:
             for reason in f.skipped:
                 lines.append(f"  left unchanged: {reason}")
         if self.speed_check is not None:
-            c = self.speed_check
-            lines.append(f"speed check: {c['reason']}" if c["reason"] else
-                         f"speed check: {c['before_ms']:.4g} ms -> {c['after_ms']:.4g} ms "
-                         f"({c['speedup']:.3f}x measured), rewrite {'kept' if c['kept'] else 'rejected'}")
+            from .speed_check import describe
+
+            lines.append(describe(self.speed_check))
         return "\n".join(lines)

@@ -94,9 +94,10 @@ def check(before: tvm.IRModule, after: tvm.IRModule, target: tvm.target.Target, 
     return result
 
 
-def describe(result: SpeedCheck) -> str:
-    if result.reason:
-        return f"speed check did not run ({result.reason})"
-    verdict = "kept" if result.kept else "rejected, module left unchanged"
-    return f"speed check: {result.before_ms:.4g} ms -> {result.after_ms:.4g} ms ({result.speedup:.3f}x), {verdict}"
-
+def describe(result: SpeedCheck | dict) -> str:
+    """One line for logs and reports; takes a ``SpeedCheck`` or its ``to_dict()`` (as ``Report`` keeps it)."""
+    c = result.to_dict() if isinstance(result, SpeedCheck) else result
+    if c["reason"]:
+        return f"speed check did not run ({c['reason']})"
+    verdict = "kept" if c["kept"] else "rejected, module left unchanged"
+    return f"speed check: {c['before_ms']:.4g} ms -> {c['after_ms']:.4g} ms ({c['speedup']:.3f}x), {verdict}"
