@@ -125,8 +125,8 @@ def matmul_merge(seed, positive):
     return _matmuls(seed, positive, 2), ["matmul-merge"]
 
 
-def matmul_merge_extend(seed, positive):
-    return _matmuls(seed, positive, 3), ["matmul-merge", "matmul-merge-extend"]
+def matmul_merge_all(seed, positive):
+    return _matmuls(seed, positive, 4), ["matmul-merge-all"]
 
 
 def _convs(seed, positive, n, bias=False):
@@ -161,6 +161,11 @@ def conv2d_merge(seed, positive):
 
 def conv2d_merge_extend(seed, positive):
     return _convs(seed, positive, 3), ["conv2d-merge", "conv2d-merge-extend"]
+
+
+def conv2d_merge_all(seed, positive):
+    # negative: two convs with different strides, no group to merge
+    return _convs(seed, positive, 4 if positive else 2), ["conv2d-merge-all"]
 
 
 def add_over_split(seed, positive):
@@ -502,8 +507,9 @@ BUILDERS = {
     "matmul-merge-rows": _matmul_rows(2, "matmul-merge-rows"),
     "matmul-merge-rows-extend": _matmul_rows(3, "matmul-merge-rows-extend"),
     "matmul-merge": matmul_merge,
-    "matmul-merge-extend": matmul_merge_extend,
+    "matmul-merge-all": matmul_merge_all,
     "conv2d-merge": conv2d_merge,
+    "conv2d-merge-all": conv2d_merge_all,
     "conv2d-merge-extend": conv2d_merge_extend,
     "add-over-split": add_over_split,
     "add-over-split-last-axis": add_over_split_last_axis,
@@ -541,6 +547,28 @@ def test_rule_does_not_fire_when_guard_is_false(name):
     mod, rules = BUILDERS[name](0, False)
     _, applied, _ = rewritten_variant(mod, rules)
     assert applied.get(name, 0) == 0, applied
+
+
+def test_merge_groups_are_the_compatible_kernels_on_one_input():
+    """The groups the *-merge-all rules act on: matmuls on one input with constant 2-D
+    weights, in graph order, with cumulative split indices; a matmul on a runtime
+    weight, or on another input, stays out."""
+    from tvm_eqsat.egraph import merge_groups
+
+    x, y, wt = tensor("x", (3, 4)), tensor("y", (3, 4)), tensor("w", (4, 7))
+
+    def body(bb, x, y, w):
+        outs = [R.matmul(x, const((4, 2), seed=0)), R.matmul(x, const((4, 3), seed=1)), R.matmul(x, w),
+                R.matmul(x, const((4, 5), seed=2)), R.matmul(y, const((4, 2), seed=3))]
+        return relax.Tuple([bb.emit(o) for o in outs])
+
+    g = graph.graph_from_block(module([x, y, wt], body)["main"].body.blocks[0])
+    groups = merge_groups(g)
+    assert len(groups) == 1, groups
+    inp, members, indices, axis = groups[0]
+    assert g.nodes[inp].op == "Input" and g.inputs[g.nodes[inp].attrs[0]].name == "x"
+    widths = [g.nodes[g.nodes[m].inputs[1]].ty.shape[1] for m in members]
+    assert widths == [2, 3, 5] and indices == [2, 5] and axis == 1
 
 
 # ---- more guard violations for the rules with several guards: (rule, builder) pairs
@@ -607,7 +635,29 @@ def _depthwise():
     return module([x], body), ["conv2d-merge-groups"]
 
 
+def _grouped_convs():
+    x = tensor("x", (1, 4, 6, 6))
+
+    def body(bb, x):
+        return relax.Tuple([bb.emit(R.nn.conv2d(x, const((8, 1, 3, 3), seed=i), groups=4)) for i in range(3)])
+
+    return module([x], body), ["conv2d-merge-all"]
+
+
+def _matmul_other_out_dtype():
+    x = tensor("x", (3, 4))
+
+    def body(bb, x):
+        a = bb.emit(R.matmul(x, const((4, 5), seed=0)))
+        b = bb.emit(R.matmul(x, const((4, 6), seed=1), out_dtype="float64"))
+        return relax.Tuple([a, b])
+
+    return module([x], body), ["matmul-merge-all"]
+
+
 MORE_NEGATIVES = {
+    "merge-all-grouped-convs": _grouped_convs,
+    "merge-all-other-out-dtype": _matmul_other_out_dtype,
     "enlarge-other-stride": lambda: _enlarge_pair(stride2=2),
     "enlarge-weight-not-constant": lambda: _enlarge_pair(const1=False),
     "enlarge-pad-not-a-multiple-of-dilation": lambda: _enlarge_pair(dil=2, pad2=3),

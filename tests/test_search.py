@@ -76,7 +76,7 @@ def test_mcts_is_a_search():
     assert set(MCTS_PRESETS) == {"fast", "default", "thorough"}
 
 
-@pytest.mark.parametrize("limit", [50, 55])
+@pytest.mark.parametrize("limit", [55, 60])  # merges alone: 54 e-nodes; with algebra: 68
 def test_mcts_beats_saturation_where_the_order_matters(limit):
     """algebra + merges in one saturation iteration overshoot the limit (nothing is
     kept); merging first fits, and is what pays."""
@@ -224,7 +224,8 @@ def test_query_roots_counts_separate_tensor_terms():
 def test_merges_are_multi_pattern_and_the_rest_mostly_not():
     lib = load_library()
     multi = {r.name for r in lib.rules if r.multi}
-    assert {"matmul-merge", "matmul-merge-extend", "conv2d-merge", "conv2d-enlarge"} <= multi
+    assert {"matmul-merge", "conv2d-merge-extend", "conv2d-merge", "conv2d-enlarge"} <= multi
+    assert "matmul-merge-all" not in multi  # one pattern over a group found at load time
     assert not multi & {"conv2d-batch-norm-fold", "conv2d-add-weights", "strided-slice-of-concat", "mul-factor"}
 
 
@@ -237,8 +238,6 @@ def test_multi_limit_stops_multi_pattern_rules(multi_limit, merges):
                   deadline=time.monotonic() + 60, multi_limit=multi_limit)  # fmt: skip
     assert (result.rules_applied.get("matmul-merge", 0) > 0) == merges
     assert result.rules_applied.get("add-commute", 0) > 0  # single-pattern rules run regardless
-    if multi_limit == 1:  # the 3-way merge needs a second iteration of the extend rule
-        assert result.rules_applied.get("matmul-merge-extend", 0) == 0
 
 
 def test_multi_limit_is_validated():

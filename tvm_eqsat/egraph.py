@@ -237,6 +237,15 @@ def language() -> str:
         "(rule ((load-shape i v) (= s (IV v))) ((set (shape (Ref i)) s)) :ruleset load)",
         "(rule ((load-dtype i d)) ((set (dtype (Ref i)) d)) :ruleset load)",
         "(rule ((load-const i)) ((const (Ref i))) :ruleset load)",
+        # parallel-merge groups (``merge_groups``): the kernels on one input whose
+        # constant weights can be concatenated, with the split indices of the merge
+        "(relation load-merge-group (i64 i64 i64 i64 i64))",
+        "(relation load-merge-part (i64 i64 i64))",
+        f"(relation merge-group (i64 {T} {TLIST} IVec i64))",
+        f"(relation merge-part (i64 i64 {T}))",
+        "(rule ((load-merge-group g x l v ax) (= ind (IV v))) ((merge-group g (Ref x) (LRef l 0) ind ax))"
+        " :ruleset load)",
+        "(rule ((load-merge-part g k m)) ((merge-part g k (Ref m))) :ruleset load)",
         "(rule ((= l (TNil))) ((const-list l)) :ruleset analysis)",
         "(rule ((= l (TCons h t)) (const h) (const-list t)) ((const-list l)) :ruleset analysis)",
     ]
@@ -341,6 +350,58 @@ def _node_facts(graph: TensorGraph, facts: _Facts) -> None:
             facts.add("load-const", str(nid))
 
 
+def _merge_key(graph: TensorGraph, n) -> tuple | None:
+    """(input, what must agree, weight-concat axis, split axis) for a kernel that a
+    parallel merge can take in: a matmul or an ungrouped NCHW conv on a constant weight."""
+    if n.op not in ("Matmul", "Conv2d") or len(n.inputs) != 2:
+        return None
+    x, w = (graph.nodes[i] for i in n.inputs)
+    if not w.is_const or not isinstance(w.ty, TensorTy) or not isinstance(x.ty, TensorTy):
+        return None
+    if n.op == "Matmul":
+        if len(w.ty.shape) != 2 or len(x.ty.shape) < 1:
+            return None
+        return (n.inputs[0], n.op, n.attrs, w.ty.shape[0], w.ty.dtype), 1, len(x.ty.shape) - 1
+    groups, layouts = n.attrs[3], n.attrs[4:7]
+    if groups != 1 or layouts != ("NCHW", "OIHW", "NCHW"):
+        return None
+    return (n.inputs[0], n.op, n.attrs, w.ty.shape[1:], w.ty.dtype), 0, 1
+
+
+def merge_groups(graph: TensorGraph) -> list[tuple[int, list[int], list[int], int]]:
+    """TVM's CombineParallelMatmul, generalised to convs, as data: for each input read
+    by two or more compatible kernels on constant weights, (input, kernels, split
+    indices, split axis).  The ``*-merge-all`` rules turn a group into one kernel on
+    the concatenated weights and a split, in one step: the pairwise merge rules reach
+    that form only through every subset of the group, which blows up the e-graph."""
+    groups: dict[tuple, list[int]] = {}
+    axes: dict[tuple, tuple[int, int]] = {}
+    for nid in graph.reachable():
+        found = _merge_key(graph, graph.nodes[nid])
+        if found is not None:
+            key, w_axis, split_axis = found
+            groups.setdefault(key, []).append(nid)
+            axes[key] = (w_axis, split_axis)
+    out = []
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        w_axis, split_axis = axes[key]
+        widths = [graph.nodes[graph.nodes[m].inputs[1]].ty.shape[w_axis] for m in members]
+        indices = [sum(widths[: i + 1]) for i in range(len(widths) - 1)]
+        out.append((key[0], members, indices, split_axis))
+    return out
+
+
+def _merge_group_facts(graph: TensorGraph, facts: _Facts) -> None:
+    for g, (x, members, indices, axis) in enumerate(merge_groups(graph)):
+        weights = tuple(graph.nodes[m].inputs[1] for m in members)
+        weight_list, index_vec = facts.lst(weights), facts.vec(tuple(indices))
+        facts.add("load-merge-group", str(g), str(x), str(weight_list), str(index_vec), str(axis))
+        for k, m in enumerate(members):
+            facts.add("load-merge-part", str(g), str(k), str(m))
+
+
 # ---------------------------------------------------------------- the e-graph
 
 
@@ -378,6 +439,7 @@ class TensorEGraph:
         self._parsed: dict[str, list] = {}
         facts = _Facts()
         _node_facts(graph, facts)
+        _merge_group_facts(graph, facts)
         self.run(language())
         if rule_program:
             self.run(rule_program)
