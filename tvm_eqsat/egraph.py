@@ -351,8 +351,9 @@ def _node_facts(graph: TensorGraph, facts: _Facts) -> None:
 
 
 def _merge_key(graph: TensorGraph, n) -> tuple | None:
-    """(input, what must agree, weight-concat axis, split axis) for a kernel that a
-    parallel merge can take in: a matmul or an ungrouped NCHW conv on a constant weight."""
+    """(group key, weight-concat axis, split axis) for a kernel that a parallel merge
+    can take in (a matmul or an ungrouped NCHW conv on a constant weight), else None.
+    The key starts with the input and holds everything the group's kernels must share."""
     if n.op not in ("Matmul", "Conv2d") or len(n.inputs) != 2:
         return None
     x, w = (graph.nodes[i] for i in n.inputs)
