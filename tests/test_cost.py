@@ -187,6 +187,40 @@ def test_shipped_default_flow_calibration_prices_transcendentals_above_arithmeti
     assert all(v >= 0 for v in ns.values())
 
 
+def test_fuse_ops_builds_a_split_as_its_own_kernel():
+    """Why the roofline prices a split as a copy kernel: FuseOps does not put it in its producer's kernel."""
+    import tvm
+
+    x = tensor("x", (4, 16))
+    w = relax.const(np.ones((16, 32), "float32"))
+
+    def body(bb, x):
+        y = bb.emit(relax.op.matmul(x, w))
+        parts = bb.emit(relax.op.split(y, [16], axis=1))
+        a = bb.emit(relax.op.nn.relu(relax.TupleGetItem(parts, 0)))
+        return relax.op.add(a, relax.TupleGetItem(parts, 1))
+
+    lowered = tvm.transform.Sequential([
+        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FuseOps(), relax.transform.FuseTIR(),
+    ])(module([x], body))
+    kernels = [gv.name_hint for gv, f in lowered.functions.items() if not isinstance(f, relax.Function)]
+    assert any("split" in k for k in kernels) and any("matmul" in k for k in kernels)
+    assert not any("split" in k and "matmul" in k for k in kernels)
+
+
+def test_roofline_prices_a_split_as_a_copy_kernel_and_a_reshape_as_a_view():
+    roofline = cost.RooflineCostModel("llvm")
+    whole = TensorTy((64, 512), F32)
+    halves = (TensorTy((64, 256), F32),) * 2
+    split = roofline.node_cost("Split", ((256,), 1), (whole,), halves, False)
+    copy_us = 2 * whole.nbytes / (roofline.machine.bandwidth_gbs * 1e3)
+    assert split == pytest.approx(cost.EPSILON_US + roofline.machine.launch_us + copy_us)
+    reshape = roofline.node_cost("Reshape", ((128, 256),), (whole,), TensorTy((128, 256), F32), False)
+    assert reshape < 0.05 * split
+    assert roofline.node_cost("Split", ((256,), 1), (whole,), halves, True) == cost.EPSILON_US  # folded
+
+
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):
     monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
     monkeypatch.setattr(cost, "_warned", set())

@@ -5,8 +5,9 @@ and timed, see ``xgb_model``) for kernel nodes, and an analytic roofline (a
 kernel costs a launch plus max(FLOPs / peak, bytes / bandwidth)) for the rest
 and for targets without a trained model.  Both follow how TVM
 builds the graph: values computed only from constants/weights are folded at
-compile time (zero), reshape-like views are nearly free, and element-wise ops
-that FuseOps folds into their producer pay only a small epilogue share.
+compile time (zero), reshape-like views are nearly free (but not a split: FuseOps
+builds it as a copy kernel of its own), and element-wise ops that FuseOps folds
+into their producer pay only a small epilogue share.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ log = logging.getLogger("tvm_eqsat")
 
 EPSILON_US = 1e-6  # every chosen node costs something: ties never make cycles attractive
 EPILOGUE_SHARE = 0.1  # share of its own memory traffic that a fused element-wise op pays
+SPLIT = "Split"  # a view in Relax, but built as a copy kernel: no producer absorbs a tuple-valued op
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class RooflineCostModel:
         mem_us = traffic / (m.bandwidth_gbs * 1e3)
         spec = ops.BY_NAME.get(op)
         kind = spec.kind if spec is not None else ops.KERNEL  # opaque: assume its own kernel
+        if op == SPLIT:  # FuseOps cannot put it in its producer's kernel: its own copy kernel
+            return EPSILON_US + m.launch_us + mem_us
         if kind == ops.VIEW:
             return EPSILON_US + 0.01 * mem_us
         if kind == ops.ELEMWISE:
