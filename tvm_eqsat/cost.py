@@ -26,7 +26,6 @@ log = logging.getLogger("tvm_eqsat")
 
 EPSILON_US = 1e-6  # every chosen node costs something: ties never make cycles attractive
 EPILOGUE_SHARE = 0.1  # share of its own memory traffic that a fused element-wise op pays
-SPLIT = "Split"  # a view in Relax, but built as a copy kernel: no producer absorbs a tuple-valued op
 
 
 @dataclass(frozen=True)
@@ -62,8 +61,6 @@ class RooflineCostModel:
         mem_us = traffic / (m.bandwidth_gbs * 1e3)
         spec = ops.BY_NAME.get(op)
         kind = spec.kind if spec is not None else ops.KERNEL  # opaque: assume its own kernel
-        if op == SPLIT:  # FuseOps cannot put it in its producer's kernel: its own copy kernel
-            return EPSILON_US + m.launch_us + mem_us
         if kind == ops.VIEW:
             return EPSILON_US + 0.01 * mem_us
         if kind == ops.ELEMWISE:

@@ -22,8 +22,9 @@ KERNEL = "kernel"  # a real kernel of its own (matmul, conv, pooling, norms, red
 ELEMWISE = "elemwise"  # fused into its producer by FuseOps
 VIEW = "view"  # reshape-like; becomes a view or a trivial copy
 TUPLE = "tuple"  # tuple plumbing, no code
-# a kernel of its own that the learned model was not trained on (pad, full): the
-# roofline costs it; it is mostly applied to constants, which fold to nothing
+# a kernel of its own that the learned model was not trained on (pad, full, split): the
+# roofline costs it; pad and full mostly apply to constants, which fold to nothing; a
+# split is a view in Relax but FuseOps builds it as a copy kernel no producer absorbs
 INJECTIVE = "injective"
 
 
@@ -472,7 +473,7 @@ SPECS: tuple[OpSpec, ...] = (
         [("indices", IVEC), ("axis", I64)],
         _read_split,
         lambda xs, a: relax.op.split(xs[0], list(a[0]), a[1]),
-        VIEW,
+        INJECTIVE,
     ),
     _spec(
         "StridedSlice",
