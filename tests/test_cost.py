@@ -9,7 +9,7 @@ import pytest
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import cost, features
+from tvm_eqsat import cost, features, tune
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
 from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
@@ -189,8 +189,6 @@ def test_shipped_default_flow_calibration_prices_transcendentals_above_arithmeti
 
 def test_fuse_ops_builds_a_split_as_its_own_kernel():
     """Why the roofline prices a split as a copy kernel: FuseOps does not put it in its producer's kernel."""
-    import tvm
-
     x = tensor("x", (4, 16))
     w = relax.const(np.ones((16, 32), "float32"))
 
@@ -200,10 +198,7 @@ def test_fuse_ops_builds_a_split_as_its_own_kernel():
         a = bb.emit(relax.op.nn.relu(relax.TupleGetItem(parts, 0)))
         return relax.op.add(a, relax.TupleGetItem(parts, 1))
 
-    lowered = tvm.transform.Sequential([
-        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FuseOps(), relax.transform.FuseTIR(),
-    ])(module([x], body))
+    lowered = tune.fuse_for_tuning(module([x], body), tune.tuning_target({"kind": "llvm"}))
     kernels = [gv.name_hint for gv, f in lowered.functions.items() if not isinstance(f, relax.Function)]
     assert any("split" in k for k in kernels) and any("matmul" in k for k in kernels)
     assert not any("split" in k and "matmul" in k for k in kernels)
