@@ -114,7 +114,7 @@ def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, p
     tgt = tvm.target.Target(target)
     rows, seen = [], set()
     for name in names:
-        model = models.MODELS[name](small=small)
+        model = (models.SMALL if small else models.MODELS)[name]()
         rewritten, _ = tvm_eqsat.optimize(model.mod, tgt)
         for h in harvest(work_dir, [model.mod, rewritten], tgt, progress=True):
             if h.workload.key() in seen:

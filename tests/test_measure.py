@@ -114,6 +114,23 @@ def test_harvest_reads_a_tuned_modules_kernels(tmp_path):
         harvest.harvest(str(tmp_path / "nothing"), [tuned], "llvm")
 
 
+def test_harvest_script_builds_the_small_models_it_is_asked_for(tmp_path):
+    """``train_cost_model.py --from-database DIR --small`` builds each model's reduced
+    variant, including the zoo entries that are small already (whose builders take no
+    ``small`` argument); a database without their kernels is a clear stop."""
+    pytest.importorskip("torch")
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "train_cost_model.py"
+    spec = importlib.util.spec_from_file_location("train_cost_model_script", script)
+    train_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_script)
+    tune.open_database(tmp_path)  # an empty database
+    with pytest.raises(SystemExit, match="none of the kernels"):
+        train_script.harvest_dataset(str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "dataset.csv")
+
+
 def test_default_flow_measures_a_kernel():
     m = measure.measure(MATMUL, "llvm", flow="default", repeat=5)
     assert 0 < m.p10_us <= m.median_us <= m.p90_us

@@ -10,7 +10,7 @@ from tvm.relax import op as R
 import tvm_eqsat
 from tvm_eqsat import EqSatPass, optimize, pipeline
 
-from helpers import assert_close, module, relax_ops, tensor
+from helpers import assert_close, const, module, relax_ops, tensor
 
 
 def _redundant_module():
@@ -199,12 +199,30 @@ def test_report_summary_lists_functions():
     assert isinstance(tvm_eqsat.Report, type)
 
 
-def test_predicted_cost_is_what_the_report_counts():
+def _parallel_matmuls_module():
+    """Four matmuls of one input by constant weights: the merge rules make one matmul and a split."""
+    x = tensor("x", (1, 64))
+
+    def body(bb, x):
+        p = [bb.emit(R.matmul(x, const((64, 64), seed=k))) for k in range(4)]
+        return R.add(R.add(p[0], p[1]), R.multiply(p[2], p[3]))
+
+    return module([x], body)
+
+
+@pytest.mark.parametrize("make", [_redundant_module, _parallel_matmuls_module])
+def test_predicted_cost_is_what_the_report_counts(make):
+    """The cost the pass reports for its result is the cost of the module it returns,
+    a split made by a rule included (its parts' traffic counts, as for a split read
+    from Relax)."""
     from tvm_eqsat.transform import predicted_cost
 
-    mod = _redundant_module()
+    mod = make()
     new, report = optimize(mod, "llvm")
     f = report.functions["main"]
     assert f.changed and f.cost_after < f.cost_before
+    if make is _parallel_matmuls_module:
+        assert relax_ops(new)["relax.split"] == 1 and relax_ops(new)["relax.matmul"] == 1
+        assert_close(mod, new)
     assert predicted_cost(mod, "llvm") == pytest.approx(f.cost_before, rel=1e-6)
     assert predicted_cost(new, "llvm") == pytest.approx(f.cost_after, rel=1e-3)

@@ -350,6 +350,18 @@ def _node_facts(graph: TensorGraph, facts: _Facts) -> None:
             facts.add("load-const", str(nid))
 
 
+def split_parts(in_ty: Ty | None, indices: tuple[int, ...], axis: int) -> tuple[TensorTy, ...] | None:
+    """The tuple type of ``split(x, indices, axis)`` for ``x`` of type ``in_ty`` (None if unknown):
+    the cost of a split made by a rule counts the parts it writes."""
+    if not isinstance(in_ty, TensorTy):
+        return None
+    bounds = (0, *indices, in_ty.shape[axis])
+    return tuple(
+        TensorTy(in_ty.shape[:axis] + (hi - lo,) + in_ty.shape[axis + 1 :], in_ty.dtype)
+        for lo, hi in zip(bounds, bounds[1:])
+    )
+
+
 def _merge_key(graph: TensorGraph, n) -> tuple | None:
     """(group key, weight-concat axis, split axis) for a kernel that a parallel merge
     can take in (a matmul or an ungrouped NCHW conv on a constant weight), else None.
@@ -551,6 +563,10 @@ class TensorEGraph:
         for nid, c in root_of.items():  # tuple types are only known for loaded nodes
             if ty[c] is None:
                 ty[c] = self.graph.nodes[nid].ty
+        for c, members in enumerate(classes):  # ... and for splits, from the split input
+            split = next((n for n in members if n.op == "Split"), None)
+            if ty[c] is None and split is not None:
+                ty[c] = split_parts(ty[split.children[0]], *split.attrs)
         is_const = [False] * len(cid)
         for r in frozen["const"].rows:
             if r.inputs[0] in cid:
