@@ -564,8 +564,8 @@ class TensorEGraph:
             if ty[c] is None:
                 ty[c] = self.graph.nodes[nid].ty
         for c, members in enumerate(classes):  # ... and for splits, from the split input
-            split = next((n for n in members if n.op == "Split"), None)
-            if ty[c] is None and split is not None:
+            split = None if ty[c] is not None else next((n for n in members if n.op == "Split"), None)
+            if split is not None:
                 ty[c] = split_parts(ty[split.children[0]], *split.attrs)
         is_const = [False] * len(cid)
         for r in frozen["const"].rows:
