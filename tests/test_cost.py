@@ -187,8 +187,9 @@ def test_shipped_default_flow_calibration_prices_transcendentals_above_arithmeti
     assert all(v >= 0 for v in ns.values())
 
 
-def test_fuse_ops_builds_a_split_as_its_own_kernel():
-    """Why the roofline prices a split as a copy kernel: FuseOps does not put it in its producer's kernel."""
+def test_fuse_ops_keeps_a_split_out_of_its_producers_kernel():
+    """Why the roofline prices a split as a copy kernel: FuseOps does not put it in its
+    producer's kernel; it starts one (here with the relu and add that consume it)."""
     x = tensor("x", (4, 16))
     w = relax.const(np.ones((16, 32), "float32"))
 

@@ -6,8 +6,8 @@ kernel costs a launch plus max(FLOPs / peak, bytes / bandwidth)) for the rest
 and for targets without a trained model.  Both follow how TVM
 builds the graph: values computed only from constants/weights are folded at
 compile time (zero), reshape-like views are nearly free (but not a split: FuseOps
-builds it as a copy kernel of its own), and element-wise ops that FuseOps folds
-into their producer pay only a small epilogue share.
+starts a kernel at it, which copies the input into the parts), and element-wise ops
+that FuseOps folds into their producer pay only a small epilogue share.
 """
 
 from __future__ import annotations

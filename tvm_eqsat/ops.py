@@ -24,7 +24,8 @@ VIEW = "view"  # reshape-like; becomes a view or a trivial copy
 TUPLE = "tuple"  # tuple plumbing, no code
 # a kernel of its own that the learned model was not trained on (pad, full, split): the
 # roofline costs it; pad and full mostly apply to constants, which fold to nothing; a
-# split is a view in Relax but FuseOps builds it as a copy kernel no producer absorbs
+# split is a view in Relax, but FuseOps never fuses it into its producer: it starts a
+# kernel (with its element-wise consumers, if any) that reads the input and writes the parts
 INJECTIVE = "injective"
 
 
