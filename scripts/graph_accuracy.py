@@ -100,6 +100,11 @@ def summary(rows: list[dict], cost_model: str) -> dict:
     }  # fmt: skip
 
 
+def _num(x: float, spec: str) -> str:
+    """A figure, or "-" where there is none (no decided pair; Spearman over fewer than 3 models)."""
+    return "-" if np.isnan(x) else format(x, spec)
+
+
 def report(rows: list[dict], target: str, command: str) -> str:
     lines = [
         f"# Graph-level accuracy ({target})",
@@ -118,7 +123,8 @@ def report(rows: list[dict], target: str, command: str) -> str:
             s = summary(sub, c)
             lines.append(
                 f"| {results} | {sub[0]['flow']} | {c} | {s['pairs']} | {s['ties']} | {s['order_right']} "
-                f"| {s['order_share']:.0%} | {s['spearman_stock']:.3f} | {s['median_measured_over_predicted']:.2f} "
+                f"| {_num(s['order_share'], '.0%')} | {_num(s['spearman_stock'], '.3f')} "
+                f"| {_num(s['median_measured_over_predicted'], '.2f')} "
                 f"| {', '.join(s['wrong']) or '-'} |"
             )
     lines += ["", "Per model (speedups: stock / eqsat):", "",

@@ -14,7 +14,7 @@ from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
 from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
 
-from helpers import assert_close, module, tensor
+from helpers import assert_close, const, module, relax_ops, tensor
 
 F32 = "float32"
 CONV_ATTRS = ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", F32)
@@ -185,6 +185,34 @@ def test_shipped_default_flow_calibration_prices_transcendentals_above_arithmeti
     assert model.kernels.elementwise["flow"] == "default"
     assert min(ns["Tanh"], ns["Sigmoid"], ns["Exp"]) > 5 * max(ns["Add"], ns["Mul"], ns["Relu"])
     assert all(v >= 0 for v in ns.values())
+
+
+def _two_steps_by_eight_weights():
+    """Full-size NASRNN's input projections: two 1 x 512 rows, each times the same eight
+    512 x 512 weights (rows and columns can both be merged, into one 2 x 512 x 4096 matmul)."""
+    x0, x1 = tensor("x0", (1, 512)), tensor("x1", (1, 512))
+
+    def body(bb, x0, x1):
+        acc = None
+        for k in range(8):
+            w = const((512, 512), seed=k)
+            t = bb.emit(relax.op.multiply(relax.op.tanh(relax.op.matmul(x0, w)), relax.op.sigmoid(relax.op.matmul(x1, w))))
+            acc = t if acc is None else bb.emit(relax.op.multiply(acc, t))
+        return acc
+
+    return module([x0, x1], body)
+
+
+def test_default_flow_model_keeps_untuned_wide_matmuls_apart():
+    """Untuned, a matmul slows down faster than its width grows (measured: 2 x 512 x 4096
+    takes 17.5 ms where sixteen 1 x 512 x 512 take 16 x 0.6 ms), so the default-flow model
+    must not merge what the roofline would; on full-size NASRNN that merge cost 1.6x."""
+    mod = _two_steps_by_eight_weights()
+    merged, _ = tvm_eqsat.optimize(mod, "llvm", flow="default", cost_model="roofline")
+    assert relax_ops(merged)["relax.matmul"] < 16  # the roofline takes the merge
+    kept, _ = tvm_eqsat.optimize(mod, "llvm", flow="default")
+    assert relax_ops(kept)["relax.matmul"] == 16
+    assert_close(mod, kept)
 
 
 def test_fuse_ops_keeps_a_split_out_of_its_producers_kernel():
