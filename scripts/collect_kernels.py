@@ -245,7 +245,8 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         if new_file:
             writer.writeheader()
-        for model, source, w in tqdm(todo, desc=f"measuring ({flow}" + (f", {args.trials} trials)" if flow == "tuned" else ")"), file=sys.stderr):
+        budget = f", {args.trials} trials" if flow == "tuned" else ""
+        for model, source, w in tqdm(todo, desc=f"measuring ({flow}{budget})", file=sys.stderr):
             t = time.perf_counter()
             try:
                 ty = kernel_out_ty(w)

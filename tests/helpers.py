@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import tvm
 from tvm import relax
@@ -98,3 +102,13 @@ def rewritten_variant(mod: tvm.IRModule, rules, func: str = "main"):
     new_mod = mod.clone()
     new_mod[mod.get_global_var(func)] = new_func
     return new_mod, grown.rules_applied, new_graph.signature() != g.signature()
+
+
+def load_script(name: str):
+    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_script", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

@@ -4,32 +4,22 @@ results files written, a second run resumes instead of re-measuring."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import load_script
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("matplotlib")
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("benchmark_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    bench = _load_script()
+    bench = load_script("benchmark")
     out = tmp_path_factory.mktemp("results")
     # the roofline merges nasrnn's matmuls (the default flow's learned model leaves it unchanged),
     # so the eqsat row is a changed module
@@ -86,7 +76,7 @@ def test_rerun_resumes(run):
 
 
 def test_quick_is_one_small_tuned_model_and_explicit_options_win():
-    bench = _load_script()
+    bench = load_script("benchmark")
     args = bench.parse_args(["--quick"])
     assert (args.models, args.small, args.flow, args.trials, args.force) == (["bert-base"], True, "tuned", 4, True)
     assert args.out_dir == str(bench.QUICK_DIR)

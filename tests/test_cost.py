@@ -14,7 +14,7 @@ from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
 from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
 
-from helpers import assert_close, const, module, relax_ops, tensor
+from helpers import assert_close, const, load_script, module, relax_ops, tensor
 
 F32 = "float32"
 CONV_ATTRS = ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", F32)
@@ -314,13 +314,7 @@ def test_pass_with_learned_model_keeps_numerics(trained_dir):
 
 
 def test_graph_accuracy_summary_counts_orders_and_ties():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "scripts" / "graph_accuracy.py"
-    spec = importlib.util.spec_from_file_location("graph_accuracy_script", path)
-    ga = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ga)
+    ga = load_script("graph_accuracy")
 
     def row(model, measured, predicted, reproduced=True, stock_us=100.0, stock_ms=1.0):
         return {"model": model, "measured_speedup": measured, "roofline_speedup": predicted,
@@ -389,16 +383,10 @@ def test_collect_gathers_the_kernels_the_pass_chose():
     """``collect_kernels.py --sources chosen``: the kernels of the module the pass
     returns for the flow, as FuseOps forms them (so measuring them teaches the model
     exactly where extraction trusted it)."""
-    import importlib.util
-    from pathlib import Path
-
     from tvm_eqsat import models
     from tvm_eqsat.measure import module_workloads
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "collect_kernels.py"
-    spec = importlib.util.spec_from_file_location("collect_kernels", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("collect_kernels")
     model = models.resnet_block(channels=16, mid=8, size=8)
     chosen = script.chosen_workloads(model, {"kind": "llvm"}, "default")
     new, _ = tvm_eqsat.optimize(model.mod, "llvm", flow="default")

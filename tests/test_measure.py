@@ -20,7 +20,7 @@ from tvm_eqsat import harvest, measure, tune, verify
 from tvm_eqsat.graph import TensorTy, graph_from_block
 from tvm_eqsat.workload import Epilogue, Workload
 
-from helpers import module, tensor
+from helpers import load_script, module, tensor
 
 F32 = "float32"
 MATMUL = Workload("Matmul", (F32,), (TensorTy((128, 128), F32), TensorTy((128, 128), F32)))
@@ -119,13 +119,7 @@ def test_harvest_script_builds_the_small_models_it_is_asked_for(tmp_path):
     variant, including the zoo entries that are small already (whose builders take no
     ``small`` argument); a database without their kernels is a clear stop."""
     pytest.importorskip("torch")
-    import importlib.util
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parent.parent / "scripts" / "train_cost_model.py"
-    spec = importlib.util.spec_from_file_location("train_cost_model_script", script)
-    train_script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(train_script)
+    train_script = load_script("train_cost_model")
     tune.open_database(tmp_path)  # an empty database
     with pytest.raises(SystemExit, match="none of the kernels"):
         train_script.harvest_dataset(str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "dataset.csv")
