@@ -30,7 +30,8 @@ check's building, tuning and timing count in the pass time).
 
 Results go to ``benchmarks/results/<target>-<flow>[-small][-checked].{csv,json,md,png}`` (or
 ``--out-dir``): one CSV row per model and variant, appended as each model finishes; models
-whose rows are all there are skipped unless ``--force``.  A model that fails to import or
+whose rows are all there are skipped unless ``--force`` (which replaces a model's rows once
+its new ones are in, so an interrupted re-run loses nothing).  A model that fails to import or
 to build is logged and skipped.
 
     python scripts/benchmark.py --quick                                  # small BERT, tuned, 4 trials (minutes)
@@ -522,6 +523,23 @@ def _md_row(model: str, vs: dict[str, dict]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def summary_line(data: dict[str, dict[str, dict]]) -> str:
+    """The geometric means over stock.  The headline counts a model the pass left
+    unchanged as 1.000x: its build is stock's, so its measured ratio is only noise
+    (shown beside it, and in the table, as a gauge of that noise)."""
+    eq = [vs["eqsat"] for vs in data.values() if "eqsat" in vs]
+    cpm = [float(vs["stock+cpm"]["speedup_vs_stock"]) for vs in data.values() if "stock+cpm" in vs]
+    measured = [float(r["speedup_vs_stock"]) for r in eq]
+    changed = [float(r["speedup_vs_stock"]) for r in eq if r["changed"] == "1"]
+    headline = [float(r["speedup_vs_stock"]) if r["changed"] == "1" else 1.0 for r in eq]
+    return (
+        f"Geometric-mean speedup over stock: **eqsat {geomean(headline)}** over {len(eq)} models, "
+        f"counting the {len(eq) - len(changed)} it left unchanged as 1.000x "
+        f"({geomean(measured)} as measured); {geomean(changed)} over the {len(changed)} it changed; "
+        f"stock+cpm {geomean(cpm)} over {len(cpm)} models."
+    )
+
+
 def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     """The results table (one row per model) and the geometric-mean speedups over stock."""
     flow, m = sidecar["flow"], sidecar["machine"]
@@ -544,16 +562,7 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(_md_row(model, vs) for model, vs in data.items()),
     ]
-    eq = [vs["eqsat"] for vs in data.values() if "eqsat" in vs]
-    cpm = [float(vs["stock+cpm"]["speedup_vs_stock"]) for vs in data.values() if "stock+cpm" in vs]
-    eq_all = [float(r["speedup_vs_stock"]) for r in eq]
-    eq_changed = [float(r["speedup_vs_stock"]) for r in eq if r["changed"] == "1"]
-    lines += [
-        "",
-        f"Geometric-mean speedup over stock: **eqsat {geomean(eq_all)}** over {len(eq_all)} models "
-        f"({geomean(eq_changed)} over the {len(eq_changed)} it changed); "
-        f"stock+cpm {geomean(cpm)} over {len(cpm)} models.",
-    ]
+    lines += ["", summary_line(data)]
     rules = [f"{model}: `{vs['eqsat']['rules_fired']}`" for model, vs in data.items()
              if "eqsat" in vs and vs["eqsat"]["rules_fired"]]
     if rules:
@@ -672,11 +681,10 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, str] = {}
 
     rows = [] if args.dry_run else read_rows(csv_path)
-    if args.force and rows:
-        rows = [r for r in rows if r["model"] not in args.models]
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_rows(csv_path, rows, append=False)
-    done = {(r["model"], r["variant"]) for r in rows}
+    # --force replaces a model's old rows only once its new ones are measured: an
+    # interrupted or failing re-run keeps the results it did not replace
+    stale = set(args.models) if args.force else set()
+    done = {(r["model"], r["variant"]) for r in rows if r["model"] not in stale}
     todo = [m for m in args.models if not all((m, v) in done for v in args.variants)]
     if len(todo) < len(args.models):
         print(f"{len(args.models) - len(todo)} models already in {csv_path} (use --force to re-run them)")
@@ -704,8 +712,12 @@ def main(argv: list[str] | None = None) -> int:
         new = [r for r in new if (r["model"], r["variant"]) not in done]
         if new:
             out_dir.mkdir(parents=True, exist_ok=True)
-            write_rows(csv_path, new)
-            rows += new
+            if name in stale:
+                rows = [r for r in rows if r["model"] != name] + new
+                write_rows(csv_path, rows, append=False)
+            else:
+                write_rows(csv_path, new)
+                rows += new
             eq = next((r for r in new if r["variant"] == "eqsat"), None)
             tqdm.write(f"{name}: stock {new[0]['median_ms']} ms" + (
                 f", eqsat {eq['median_ms']} ms ({eq['speedup_vs_stock']}x, predicted {eq['predicted_speedup']}x)"

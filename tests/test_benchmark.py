@@ -83,3 +83,31 @@ def test_quick_is_one_small_tuned_model_and_explicit_options_win():
     args = bench.parse_args(["--quick", "--trials", "2", "--models", "nasrnn", "--out-dir", "/tmp/x"])
     assert (args.models, args.trials, args.out_dir, args.flow) == (["nasrnn"], 2, "/tmp/x", "tuned")
     assert bench.parse_args([]).flow == "default"  # --quick's settings are not the defaults
+
+
+def test_headline_geomean_counts_unchanged_models_as_stock():
+    bench = load_script("benchmark")
+
+    def variants(eq_speedup: float, changed: bool) -> dict:
+        return {
+            "stock": {"speedup_vs_stock": "1.0"},
+            "stock+cpm": {"speedup_vs_stock": "1.0"},
+            "eqsat": {"speedup_vs_stock": str(eq_speedup), "changed": "1" if changed else "0"},
+        }
+
+    # a model the pass changed (1.21x) and one it left alone whose stock-identical build measured 1.10x
+    line = bench.summary_line({"a": variants(1.21, True), "b": variants(1.10, False)})
+    assert "**eqsat 1.100x** over 2 models, counting the 1 it left unchanged as 1.000x" in line
+    assert "(1.154x as measured)" in line and "1.210x over the 1 it changed" in line
+
+
+def test_forced_rerun_that_fails_keeps_the_old_rows(run, monkeypatch):
+    bench, out, argv = run
+    before = _rows(out / "llvm-default-small.csv")
+
+    def interrupted(*_args, **_kwargs):
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(bench, "bench_model", interrupted)
+    assert bench.main([*argv, "--force"]) == 0  # the failure is reported; the old rows still make a table
+    assert _rows(out / "llvm-default-small.csv") == before
