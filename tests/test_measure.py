@@ -218,3 +218,53 @@ def test_measure_through_rpc_tracker(rpc_tracker, tmp_path):
     assert 0.2 < remote.median_us / local.median_us < 5  # same machine, same kernel
     tuned = measure.measure(CONV, "llvm", flow="tuned", trials=4, work_dir=tmp_path, repeat=5, rpc=rpc_tracker)
     assert tuned.median_us > 0
+
+
+def _candidates(*sizes: int) -> list:
+    """MetaSchedule build inputs: one unscheduled n^3 matmul kernel per size."""
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    inputs = []
+    for n in sizes:
+        a = te.placeholder((n, n), name="a")
+        b = te.placeholder((n, n), name="b")
+        k = te.reduce_axis((0, n), name="k")
+        c = te.compute((n, n), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+        kernel = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+        inputs.append(ms.builder.BuilderInput(kernel, tune.tuning_target("llvm")))
+    return inputs
+
+
+def _matmul_size(inp) -> int:
+    return next(n for n in (16, 32, 64) if f"T.Buffer(({n}, {n})" in inp.mod.script())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked builder is used on Linux only")
+def test_forked_builder_builds_and_survives_hanging_or_crashing_candidates(monkeypatch):
+    """Candidates compile in forked children; one that hangs is killed at the time-out
+    and one that kills its process becomes a failed build, not a dead tuning run."""
+    (ok,) = tune.ForkedBuilder(timeout_s=60).build(_candidates(64))
+    assert ok.error_msg is None
+    a, b = (np.random.default_rng(0).standard_normal((64, 64)).astype(F32) for _ in range(2))
+    c = tvm.runtime.tensor(np.zeros((64, 64), F32))
+    tvm.runtime.load_module(ok.artifact_path)["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), c)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+    real = tune._build_candidate
+    candidates = _candidates(16, 32, 64)
+
+    def misbehaving(inp):  # runs in the forked child
+        if _matmul_size(inp) == 16:
+            time.sleep(600)
+        if _matmul_size(inp) == 32:
+            os._exit(7)
+        return real(inp)
+
+    monkeypatch.setattr(tune, "_build_candidate", misbehaving)
+    start = time.monotonic()
+    hang, crash, fine = tune.ForkedBuilder(timeout_s=2, jobs=2).build(candidates)
+    assert time.monotonic() - start < 60
+    assert hang.artifact_path is None and "timed out after 2 s" in hang.error_msg
+    assert crash.artifact_path is None and "exit code 7" in crash.error_msg
+    assert fine.error_msg is None and os.path.exists(fine.artifact_path)

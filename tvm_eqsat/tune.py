@@ -2,9 +2,9 @@
 
 The stock ``tune_relax`` fails here in ways that are not about the kernels: the
 default LocalBuilder's worker processes time out on every candidate, and the
-default runner uses the same worker pool.  This module builds and runs the
-candidates in-process (or times them on a remote device through TVM's RPC
-tracker), keeps one JSON database per work directory so nothing is tuned twice,
+default runner uses the same worker pool.  This module builds each candidate in
+a forked child with a time-out, runs it in-process (or times it on a remote
+device through TVM's RPC tracker), keeps one JSON database per work directory so nothing is tuned twice,
 and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand.
 
     db = tune(mod, "llvm", work_dir="ms_db", trials=64)
@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import os
+import sys
 import tempfile
+import time
 from dataclasses import dataclass
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -77,20 +81,97 @@ class RPCDevice:
 # ---------------------------------------------------------------- builder / runner
 
 
+def _build_candidate(inp) -> tuple[str | None, str | None]:
+    """(artifact path, None) or (None, error) for one MetaSchedule candidate."""
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
+
+    try:
+        return default_export(default_build(inp.mod, inp.target, None)), None
+    except Exception as err:  # a candidate that fails to build is a tuning result, not an error
+        return None, f"{type(err).__name__}: {err}"
+
+
 @derived_object
 class InProcessBuilder(PyBuilder):
-    """Compiles each candidate in this process (the worker-pool builder times out here)."""
+    """Compiles each candidate in this process; used where ``fork`` is unavailable."""
 
     def build(self, build_inputs):
-        from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
-
         results = []
         for inp in build_inputs:
-            try:
-                results.append(BuilderResult(default_export(default_build(inp.mod, inp.target, None)), None))
-            except Exception as err:  # a candidate that fails to build is a tuning result, not an error
-                results.append(BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}"))
+            path, err = _build_candidate(inp)
+            results.append(BuilderResult(path, None if err is None else f"InProcessBuilder: {err}"))
         return results
+
+
+def _build_in_child(inp, conn) -> None:
+    try:
+        conn.send(_build_candidate(inp))
+    finally:
+        conn.close()
+
+
+@derived_object
+class ForkedBuilder(PyBuilder):
+    """Compiles each candidate in a forked child, killed after ``timeout_s``.
+
+    TVM's own worker-pool builder times out on every candidate here (its workers
+    start a fresh interpreter), and compiling in-process has no time-out: one
+    candidate spent 40 minutes in TIR's simplifier while tuning MobileNet-v2.  A
+    forked child needs no re-import, and a candidate that hangs or crashes becomes
+    a failed build, which the search skips.
+    """
+
+    def __init__(self, timeout_s: float = 30.0, jobs: int | None = None) -> None:
+        super().__init__()
+        self.timeout_s = float(timeout_s)
+        self.jobs = jobs or available_cores()
+
+    def build(self, build_inputs):
+        # default_build imports this on its first call (30 s of TVMScript parsing):
+        # import it here once, or every child would repeat it
+        import tvm.s_tir.tensor_intrin  # noqa: F401
+
+        ctx = multiprocessing.get_context("fork")
+        results: list[BuilderResult | None] = [None] * len(build_inputs)
+        queue = list(enumerate(build_inputs))[::-1]
+        running: dict = {}  # read end of the pipe -> (index, process, deadline)
+        while queue or running:
+            while queue and len(running) < self.jobs:
+                i, inp = queue.pop()
+                read, write = ctx.Pipe(duplex=False)
+                child = ctx.Process(target=_build_in_child, args=(inp, write), daemon=True)
+                child.start()
+                write.close()
+                running[read] = (i, child, time.monotonic() + self.timeout_s)
+            first_deadline = min(deadline for _, _, deadline in running.values())
+            for read in wait(list(running), timeout=max(0.0, first_deadline - time.monotonic())):
+                i, child, _ = running.pop(read)
+                try:
+                    path, err = read.recv()
+                except EOFError:  # the child died before answering (a crash in the compiler)
+                    path, err = None, None
+                child.join()
+                if path is None and err is None:
+                    err = f"the build process died (exit code {child.exitcode})"
+                read.close()
+                results[i] = BuilderResult(path, None if err is None else f"ForkedBuilder: {err}")
+            now = time.monotonic()
+            for read, (i, child, deadline) in list(running.items()):
+                if deadline <= now:
+                    child.kill()
+                    child.join()
+                    read.close()
+                    del running[read]
+                    log.warning("a tuning candidate took over %.0f s to build; skipped", self.timeout_s)
+                    results[i] = BuilderResult(None, f"ForkedBuilder: build timed out after {self.timeout_s:.0f} s")
+        return results
+
+
+def default_builder(timeout_s: float = 30.0) -> PyBuilder:
+    """The forked builder where the platform forks safely (Linux), else the in-process one."""
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return ForkedBuilder(timeout_s)
+    return InProcessBuilder()
 
 
 def _alloc(info, device, fill):
@@ -235,12 +316,14 @@ def tune(
     trials_per_iter: int = 16,
     rpc: RPCDevice | None = None,
     seed: int = 0,
+    build_timeout_s: float = 30.0,
 ) -> ms.Database:
     """Tune every fused kernel of ``mod`` with ``trials`` candidates each.
 
     Kernels already tuned with at least ``trials`` (records in the database, or a
     recorded budget for kernels with fewer possible schedules) are skipped, so
     re-running with the same budget is free and a larger budget only adds trials.
+    A candidate whose compilation takes over ``build_timeout_s`` is skipped.
     """
     use_all_cores()
     target = tuning_target(target)
@@ -264,7 +347,7 @@ def tune(
         max_trials_global=trials * len(todo),
         max_trials_per_task=trials,
         num_trials_per_iter=min(trials_per_iter, trials),
-        builder=InProcessBuilder(),
+        builder=default_builder(build_timeout_s),
         runner=InProcessRunner(evaluator, rpc),
         database=database,
         measure_callbacks="default",
