@@ -85,7 +85,7 @@ FIELDS = [
     "model", "variant", "median_ms", "p10_ms", "p90_ms", "max_abs_diff", "pass_seconds",
     "max_rel_diff", "torch_max_rel_diff", "speedup_vs_stock", "predicted_speedup", "changed",
     "enodes", "rules_fired", "torch_ms", "trials", "build_seconds", "tune_seconds",
-    "repeat", "number", "config", "notes", "sources",
+    "repeat", "number", "config", "notes", "sources", "module_hash",
 ]  # fmt: skip
 
 
@@ -108,6 +108,14 @@ class Variant:
     ex: Any = None  # the executable, once built
     build_seconds: float = 0.0
     tune_seconds: float = 0.0
+
+
+def module_hash(mod: tvm.IRModule) -> str:
+    """The module's structural hash (stable across processes): a later script can tell
+    whether the pass still produces the module that was timed."""
+    import tvm_ffi
+
+    return format(tvm_ffi.structural_hash(mod) & (2**64 - 1), "016x")
 
 
 def _count_op(mod: tvm.IRModule, op_name: str) -> int:
@@ -332,7 +340,7 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
             "tune_seconds": _fmt(v.tune_seconds, ".1f") if args.flow == "tuned" else "",
             "torch_ms": _fmt(torch_ms), "trials": args.trials if args.flow == "tuned" else "",
             "repeat": args.repeat, "number": numbers[vname], "notes": v.notes,
-            "sources": sources,
+            "sources": sources, "module_hash": module_hash(v.mod),
         })
     return [{k: str(v) for k, v in r.items()} for r in rows]  # as they read back from the CSV
 

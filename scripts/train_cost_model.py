@@ -75,11 +75,11 @@ def held_out_by_model(samples, rounds: int) -> tuple[np.ndarray, np.ndarray, lis
     return y, pred, list(groups), per_model
 
 
-def roofline_us(samples, target: str) -> np.ndarray:
+def roofline_us(samples, target: str, flow: str = "tuned") -> np.ndarray:
     """The analytic model's costs for the same kernels (its baseline ranking)."""
     from tvm_eqsat.cost import RooflineCostModel
 
-    model = RooflineCostModel(target)
+    model = RooflineCostModel(target, flow)
     return np.array([
         model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples
     ])
@@ -197,7 +197,8 @@ def main() -> None:
     else:  # one model: nothing to hold out, so the random folds stand in
         y, pred, per_model, overall = np.array([s.median_us for s in samples]), kfold_pred, {}, None
         split = "random 5-fold (one model only)"
-    roofline = metrics(y, roofline_us(samples, args.target))
+    roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
+    roofline = metrics(y, roofline_us(samples, args.target, roofline_flow))
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(samples, args.rounds if base is None else max(args.rounds // 4, 50), base=base)
     metadata = {

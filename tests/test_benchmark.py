@@ -51,6 +51,8 @@ def test_csv_has_three_checked_variants(run):
     assert eqsat["changed"] == "1" and "matmul-merge" in eqsat["rules_fired"]
     assert rows[1]["rules_fired"].startswith("matmuls:")  # CombineParallelMatmul merged something
     assert float(rows[0]["speedup_vs_stock"]) == 1.0
+    hashes = [r["module_hash"] for r in rows]  # graph_accuracy.py checks the timed module by it
+    assert all(len(h) == 16 for h in hashes) and hashes[2] != hashes[0]
 
 
 def test_sidecar_markdown_and_chart(run):
@@ -65,6 +67,25 @@ def test_sidecar_markdown_and_chart(run):
     md = (out / "llvm-default-small.md").read_text()
     assert "| nasrnn" in md and "Geometric-mean speedup over stock" in md
     assert (out / "llvm-default-small.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_module_hash_is_structural_and_sees_weights():
+    import numpy as np
+    from tvm import relax
+
+    bench = load_script("benchmark")
+
+    def module(weight: float):
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((2,), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(bb.emit(relax.op.add(x, relax.const(np.full((2,), weight, "float32")))))
+            bb.emit_func_output(out)
+        return bb.get()
+
+    assert bench.module_hash(module(1.0)) == bench.module_hash(module(1.0))  # built twice, same structure
+    assert bench.module_hash(module(1.0)) != bench.module_hash(module(2.0))
 
 
 def test_rerun_resumes(run):

@@ -262,11 +262,29 @@ def test_roofline_prices_a_split_as_a_copy_kernel_and_a_reshape_as_a_view():
     whole = TensorTy((64, 512), F32)
     halves = (TensorTy((64, 256), F32),) * 2
     split = roofline.node_cost("Split", ((256,), 1), (whole,), halves, False)
-    copy_us = 2 * whole.nbytes / (roofline.machine.bandwidth_gbs * 1e3)
+    copy_us = 2 * whole.nbytes * roofline.machine.us_per_byte(2 * whole.nbytes)
     assert split == pytest.approx(cost.EPSILON_US + roofline.machine.launch_us + copy_us)
     reshape = roofline.node_cost("Reshape", ((128, 256),), (whole,), TensorTy((128, 256), F32), False)
     assert reshape < 0.05 * split
     assert roofline.node_cost("Split", ((256,), 1), (whole,), halves, True) == cost.EPSILON_US  # folded
+
+
+def test_tuned_roofline_tiers_match_the_committed_bandwidth_measurements():
+    """The ("llvm", "tuned") machine is calibrated on benchmarks/results/bandwidth-llvm.json:
+    its cache tier within the range the cached GEMVs stream at, its memory tier within 25% of
+    the GEMVs that overflow the cache (re-measure with scripts/measure_bandwidth.py)."""
+    import json
+    from pathlib import Path
+
+    rows = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/bandwidth-llvm.json").read_text())["rows"]
+    machine = cost.MACHINES[("llvm", "tuned")]
+    gemvs = [r for r in rows if r["op"] == "Matmul" and r["shapes"][0][0] == 1 and r["bytes"] >= 512 << 10]
+    cached = [r["gb_per_s"] for r in gemvs if r["bytes"] <= machine.cache_bytes]
+    spilled = [r["gb_per_s"] for r in gemvs if r["bytes"] > machine.cache_bytes]
+    assert cached and spilled
+    assert min(cached) <= machine.cache_gbs <= max(cached)
+    assert machine.bandwidth_gbs == pytest.approx(float(np.median(spilled)), rel=0.25)
+    assert machine.us_per_byte(machine.cache_bytes) < machine.us_per_byte(machine.cache_bytes + 1)
 
 
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):

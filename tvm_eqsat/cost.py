@@ -25,21 +25,36 @@ from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
 log = logging.getLogger("tvm_eqsat")
 
 EPSILON_US = 1e-6  # every chosen node costs something: ties never make cycles attractive
+FLOWS = ("tuned", "default")  # how the module will be built: MetaSchedule-tuned, or the stock untuned/dlight build
 EPILOGUE_SHARE = 0.1  # share of its own memory traffic that a fused element-wise op pays
 
 
 @dataclass(frozen=True)
 class Machine:
     peak_gflops: float
-    bandwidth_gbs: float
+    bandwidth_gbs: float  # from memory: kernels whose traffic fits no cache tier
     launch_us: float
+    cache_bytes: int = 0  # a kernel whose traffic fits streams at cache_gbs (weights stay hot across runs)
+    cache_gbs: float = 0.0
+
+    def us_per_byte(self, traffic: float) -> float:
+        """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
+        gbs = self.cache_gbs if traffic <= self.cache_bytes else self.bandwidth_gbs
+        return 1.0 / (gbs * 1e3)
 
 
-MACHINES = {
-    # 2-core x86 VM with TVM-tuned fp32 kernels (~120 GFLOP/s on a tuned 512^3 matmul)
-    "llvm": Machine(peak_gflops=100.0, bandwidth_gbs=10.0, launch_us=2.0),
+MACHINES = {  # (target kind, build flow) -> machine
+    # 2-core x86 VM, MetaSchedule-tuned fp32 kernels (~120 GFLOP/s on a tuned 512^3 matmul);
+    # bandwidths of tuned GEMVs (1 x k @ k x n, 8 trials): 47-75 GB/s with 0.1-8 MB of
+    # traffic, which stays in L2/L3 from run to run, 27 GB/s at 32 MB
+    # (benchmarks/results/bandwidth-llvm.json, scripts/measure_bandwidth.py)
+    ("llvm", "tuned"): Machine(peak_gflops=100.0, bandwidth_gbs=25.0, launch_us=2.0, cache_bytes=16 << 20, cache_gbs=70.0),
+    # the same VM, stock untuned loops: a rough single tier (kernels there are costed by
+    # the learned default-flow model; this prices views, splits and epilogues)
+    ("llvm", "default"): Machine(peak_gflops=100.0, bandwidth_gbs=10.0, launch_us=2.0),
     # a datacenter GPU under dlight schedules (well below the tensor-core peak)
-    "cuda": Machine(peak_gflops=30000.0, bandwidth_gbs=2000.0, launch_us=4.0),
+    ("cuda", "tuned"): Machine(peak_gflops=30000.0, bandwidth_gbs=2000.0, launch_us=4.0),
+    ("cuda", "default"): Machine(peak_gflops=30000.0, bandwidth_gbs=2000.0, launch_us=4.0),
 }
 
 
@@ -48,8 +63,10 @@ class RooflineCostModel:
 
     name = "roofline"
 
-    def __init__(self, target_kind: str) -> None:
-        self.machine = MACHINES.get(target_kind, MACHINES["llvm"])
+    def __init__(self, target_kind: str, flow: str = "tuned") -> None:
+        if flow not in FLOWS:
+            raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
+        self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
 
     def node_cost(
         self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool
@@ -58,7 +75,7 @@ class RooflineCostModel:
             return EPSILON_US
         m = self.machine
         traffic = nbytes(out_ty) + sum(nbytes(t) for t in in_tys)
-        mem_us = traffic / (m.bandwidth_gbs * 1e3)
+        mem_us = traffic * m.us_per_byte(traffic)
         spec = ops.BY_NAME.get(op)
         kind = spec.kind if spec is not None else ops.KERNEL  # opaque: assume its own kernel
         if kind == ops.VIEW:
@@ -80,9 +97,9 @@ class LearnedCostModel:
 
     name = "xgb"
 
-    def __init__(self, kernel_model, target_kind: str) -> None:
+    def __init__(self, kernel_model, target_kind: str, flow: str = "tuned") -> None:
         self.kernels = kernel_model
-        self.fallback = RooflineCostModel(target_kind)
+        self.fallback = RooflineCostModel(target_kind, flow)
         self._memo: dict[tuple, float] = {}
 
     def _is_kernel(self, op: str, in_tys, out_ty, is_const: bool) -> bool:
@@ -124,7 +141,6 @@ class LearnedCostModel:
 
 
 COST_MODELS = ("auto", "xgb", "roofline")
-FLOWS = ("tuned", "default")  # how the module will be built: MetaSchedule-tuned, or the stock untuned/dlight build
 _warned: set[tuple[str, str]] = set()
 
 
@@ -153,16 +169,16 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned"):
     if spec == "auto":
         spec = "xgb" if flow == "default" and shipped_model_dir(target_kind, flow) is not None else "roofline"
     if spec == "roofline":
-        return RooflineCostModel(target_kind)
+        return RooflineCostModel(target_kind, flow)
     if spec == "xgb":
         directory = shipped_model_dir(target_kind, flow)
         if directory is None:
             if (target_kind, flow) not in _warned:
                 _warned.add((target_kind, flow))
                 log.warning("no learned cost model shipped for %s (%s flow); using the roofline", target_kind, flow)
-            return RooflineCostModel(target_kind)
-        return LearnedCostModel(KernelModel.load(directory), target_kind)
+            return RooflineCostModel(target_kind, flow)
+        return LearnedCostModel(KernelModel.load(directory), target_kind, flow)
     path = Path(spec)
     if path.is_dir() and (path / "model.json").is_file():
-        return LearnedCostModel(KernelModel.load(path), target_kind)
+        return LearnedCostModel(KernelModel.load(path), target_kind, flow)
     raise ValueError(f"cost_model={spec!r}: expected one of {COST_MODELS} or a directory with model.json")
