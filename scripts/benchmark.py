@@ -180,6 +180,8 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
                        rules_fired=f"matmuls:{before}->{after}")
     if name == "eqsat":
         new, report = tvm_eqsat.optimize(mod, target, **eqsat_options)
+        if report.alarms:  # never a number from a run the pass itself flagged
+            raise RuntimeError(f"{name}: the pass raised alarms: {'; '.join(report.alarms)}")
         fns = report.functions.values()
         rules: dict[str, int] = {}
         for f in fns:
@@ -746,6 +748,10 @@ def main(argv: list[str] | None = None) -> int:
     print(write_markdown(out_dir / f"{stem}.md", rows, sidecar))
     write_chart(out_dir / f"{stem}.png", rows, sidecar)
     print(f"{csv_path} and .json/.md/.png written in {elapsed:.0f} s; {len(failures)} failures")
+    alarmed = [k for k, v in failures.items() if "the pass raised alarms" in v]
+    if alarmed:  # a soundness alarm, a failed validation or an internal error fails the run
+        print(f"FAILED: the pass raised alarms on {', '.join(alarmed)}")
+        return 1
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 
@@ -123,6 +124,68 @@ def _shape_rules() -> list[str]:
     rules.append(
         '(rule ((= e (Matmul x y od)) (!= od "")) ((set (dtype e) od)) :ruleset analysis)'
     )
+    rules.extend(_refusal_rules())
+    return rules
+
+
+def _refusal_rules(max_rank: int = 6) -> list[str]:
+    """``type-error`` facts for terms no valid Relax program holds (the soundness alarm).
+
+    The shape rules compute a type for every term a rule creates; these rules flag
+    the terms whose operands do not fit together: broadcast dimensions that are
+    neither equal nor 1, binary ops and matmuls over two dtypes, a matmul whose
+    contracted dimensions differ, a convolution whose channels do not match its
+    weight, a concat whose parts differ off its axis, a reshape that changes the
+    number of elements.  A rewrite that creates such a term is unsound; the search
+    stops at the first one (``TensorEGraph.run_ruleset``).
+    """
+    a = ":ruleset analysis"
+    rules = []
+    for i in range(1, max_rank + 1):  # the i-th dimension from the right
+        rules.append(
+            f"(rule ((binop e x y) (= sx (shape x)) (= sy (shape y)) (<= {i} (vec-length sx)) "
+            f"(<= {i} (vec-length sy)) (= p (vec-get sx (- (vec-length sx) {i}))) "
+            f"(= q (vec-get sy (- (vec-length sy) {i}))) (!= p q) (!= (min p q) 1)) "
+            f'((type-error e "broadcast dimensions differ")) {a})'
+        )
+    rules += [
+        f'(rule ((binop e x y) (= dx (dtype x)) (= dy (dtype y)) (!= dx dy)) ((type-error e "operand dtypes differ")) {a})',
+        f'(rule ((= e (Matmul x y od)) (= dx (dtype x)) (= dy (dtype y)) (!= dx dy)) ((type-error e "matmul dtypes differ")) {a})',
+        f"(rule ((= e (Matmul x y od)) (= sx (shape x)) (= sy (shape y)) (>= (vec-length sy) 2) "
+        f"(!= (vec-get sx (- (vec-length sx) 1)) (vec-get sy (- (vec-length sy) 2)))) "
+        f'((type-error e "matmul inner dimensions differ")) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 od)) (= dx (dtype x)) (= dw (dtype w)) (!= dx dw)) '
+        f'((type-error e "conv2d dtypes differ")) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g "NCHW" "OIHW" l3 od)) (= sx (shape x)) (= sw (shape w)) '
+        f"(!= (vec-get sx 1) (* g (vec-get sw 1)))) "
+        f'((type-error e "conv2d input channels differ from the weight")) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g l1 "OIHW" l3 od)) (= sw (shape w)) (!= 0 (% (vec-get sw 0) g))) '
+        f'((type-error e "conv2d output channels not divisible by groups")) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 od)) (= s (shape e)) (<= (vec-get s 2) 0)) '
+        f'((type-error e "conv2d output is empty")) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 od)) (= s (shape e)) (<= (vec-get s 3) 0)) '
+        f'((type-error e "conv2d output is empty")) {a})',
+        # concat: every part equals the first off the axis, with the first's dtype
+        "(relation concat-check (T TList i64 IVec String))",
+        f"(rule ((= e (Concat l ax)) (= l (TCons h t)) (= s (shape h)) (= d (dtype h))) "
+        f"((concat-check e t ax (vec-set s ax 0) d)) {a})",
+        f"(rule ((concat-check e l ax k d) (= l (TCons h t))) ((concat-check e t ax k d)) {a})",
+        f"(rule ((concat-check e l ax k d) (= l (TCons h t)) (= s (shape h)) (!= k (vec-set s ax 0))) "
+        f'((type-error e "concat parts differ off the axis")) {a})',
+        f"(rule ((concat-check e l ax k d) (= l (TCons h t)) (= dh (dtype h)) (!= d dh)) "
+        f'((type-error e "concat parts differ in dtype")) {a})',
+        # reshape keeps the number of elements
+        "(relation need-numel (IVec))",
+        "(function numel (IVec) i64 :no-merge)",
+        f"(rule ((= e (Reshape x s)) (= sx (shape x))) ((need-numel s) (need-numel sx)) {a})",
+        f"(rule ((= e (Reshape x s)) (= sx (shape x)) (!= (numel s) (numel sx))) "
+        f'((type-error e "reshape changes the number of elements")) {a})',
+    ]
+    for rank in range(max_rank + 1):
+        prod = "1"
+        for i in range(rank):
+            prod = f"(* {prod} (vec-get v {i}))"
+        rules.append(f"(rule ((need-numel v) (= {rank} (vec-length v))) ((set (numel v) {prod})) {a})")
     return rules
 
 
@@ -181,6 +244,19 @@ def _structural_shape_rules() -> list[str]:
         f"(rule ((= e (TGet p k)) (= p (Split x ind ax)) (= s (shape x)) (= k (vec-length ind)) (> k 0)) "
         f"((set (shape e) (vec-set s ax (- (vec-get s ax) (vec-get ind (- k 1)))))) {a})",
         f"(rule ((= e (TGet p k)) (= p (Split x ind ax)) (= d (dtype x))) ((set (dtype e) d)) {a})",
+        # inference batch norm: (normalised x, mean, var), as the loaded ones
+        f"(rule ((= e (TGet p 0)) (= p (BatchNorm x gm bt mn vr ax eps cn sc mom tr)) (= s (shape x)) (= d (dtype x))) "
+        f"((set (shape e) s) (set (dtype e) d)) {a})",
+        f"(rule ((= e (TGet p 1)) (= p (BatchNorm x gm bt mn vr ax eps cn sc mom tr)) (= s (shape mn)) (= d (dtype mn))) "
+        f"((set (shape e) s) (set (dtype e) d)) {a})",
+        f"(rule ((= e (TGet p 2)) (= p (BatchNorm x gm bt mn vr ax eps cn sc mom tr)) (= s (shape vr)) (= d (dtype vr))) "
+        f"((set (shape e) s) (set (dtype e) d)) {a})",
+        # a one-axis slice with a non-negative begin and a positive stride (what rules make):
+        # ceil((min(end, dim) - begin) / stride) elements, at least 0
+        f"(rule ((= e (StridedSlice x axes b en st ib)) (= 1 (vec-length axes)) (= sx (shape x)) "
+        f"(= ax (vec-get axes 0)) (= b0 (vec-get b 0)) (>= b0 0) (= s0 (vec-get st 0)) (> s0 0)) "
+        f"((set (shape e) (vec-set sx ax (max 0 (/ (+ (- (min (vec-get en 0) (vec-get sx ax)) b0) (- s0 1)) s0))))) {a})",
+        f"(rule ((= e (StridedSlice x axes b en st ib)) (= d (dtype x))) ((set (dtype e) d)) {a})",
         # conv2d, NCHW data / OIHW kernel; padding is (top, left, bottom, right)
         f'(rule ((= e (Conv2d x w st pd dl g "NCHW" "OIHW" "NCHW" od)) (= sx (shape x)) (= sw (shape w))) '
         "((set (shape e) (vec-of (vec-get sx 0) (vec-get sw 0) "
@@ -211,6 +287,7 @@ def language() -> str:
         f"(function dtype ({T}) String :no-merge)",
         f"(relation const ({T}))",
         f"(relation const-list ({TLIST}))",
+        f"(relation type-error ({T} String))",  # a term no valid program holds: the soundness alarm
         f"(function orig-id ({T}) i64 :merge (min old new))",
         f"(function first-id ({TLIST}) i64 :merge (min old new))",
         "(ruleset load-vec)",
@@ -238,14 +315,24 @@ def language() -> str:
         "(rule ((load-dtype i d)) ((set (dtype (Ref i)) d)) :ruleset load)",
         "(rule ((load-const i)) ((const (Ref i))) :ruleset load)",
         # parallel-merge groups (``merge_groups``): the kernels on one input whose
-        # constant weights can be concatenated, with the split indices of the merge
+        # constant weights can be concatenated, with the split indices of the merge,
+        # each part's kernel and weight, and the attributes every kernel of the group
+        # has: a merge rule binds all of them from these facts, never from whatever
+        # other member a rule put into a part's e-class (an enlarged conv, say)
         "(relation load-merge-group (i64 i64 i64 i64 i64))",
-        "(relation load-merge-part (i64 i64 i64))",
+        "(relation load-merge-part (i64 i64 i64 i64))",
+        "(relation load-merge-matmul (i64 String))",
+        "(relation load-merge-conv (i64 i64 i64 i64 String))",
         f"(relation merge-group (i64 {T} {TLIST} IVec i64))",
-        f"(relation merge-part (i64 i64 {T}))",
+        f"(relation merge-part (i64 i64 {T} {T}))",
+        "(relation merge-matmul (i64 String))",
+        "(relation merge-conv (i64 IVec IVec IVec String))",
         "(rule ((load-merge-group g x l v ax) (= ind (IV v))) ((merge-group g (Ref x) (LRef l 0) ind ax))"
         " :ruleset load)",
-        "(rule ((load-merge-part g k m)) ((merge-part g k (Ref m))) :ruleset load)",
+        "(rule ((load-merge-part g k m w)) ((merge-part g k (Ref m) (Ref w))) :ruleset load)",
+        "(rule ((load-merge-matmul g od)) ((merge-matmul g od)) :ruleset load)",
+        "(rule ((load-merge-conv g a b c od) (= st (IV a)) (= pd (IV b)) (= dl (IV c)))"
+        " ((merge-conv g st pd dl od)) :ruleset load)",
         "(rule ((= l (TNil))) ((const-list l)) :ruleset analysis)",
         "(rule ((= l (TCons h t)) (const h) (const-list t)) ((const-list l)) :ruleset analysis)",
     ]
@@ -283,6 +370,20 @@ def language() -> str:
             out.append(f"(rule ((= e ({name} {match_args}))) ((const e)) :ruleset analysis)")
     out.extend(_shape_rules())
     return "\n".join(out)
+
+
+def typed_constructors() -> set[str]:
+    """Constructors whose shape the analyses compute from their operands (a rule that
+    creates any other has no type for it: the soundness checks cannot see it)."""
+    names = set(signatures())
+    typed: set[str] = set()
+    for line in language().splitlines():
+        if line.startswith("(rule (") and "(set (shape e)" in line:
+            query = line[: line.index("(set (shape e)")]
+            typed.update(re.findall(r"\((\w+)", query))
+            if "(binop e x y)" in query:
+                typed.update(s.name for s in ops.SPECS if s.kind == ops.ELEMWISE and s.n_inputs == 2)
+    return typed & names
 
 
 # ---------------------------------------------------------------- facts
@@ -411,8 +512,14 @@ def _merge_group_facts(graph: TensorGraph, facts: _Facts) -> None:
         weights = tuple(graph.nodes[m].inputs[1] for m in members)
         weight_list, index_vec = facts.lst(weights), facts.vec(tuple(indices))
         facts.add("load-merge-group", str(g), str(x), str(weight_list), str(index_vec), str(axis))
-        for k, m in enumerate(members):
-            facts.add("load-merge-part", str(g), str(k), str(m))
+        for k, (m, w) in enumerate(zip(members, weights)):
+            facts.add("load-merge-part", str(g), str(k), str(m), str(w))
+        first = graph.nodes[members[0]]  # the group key holds the attributes: all members share them
+        if first.op == "Matmul":
+            facts.add("load-merge-matmul", str(g), first.attrs[0])
+        else:
+            strides, padding, dilation = (str(facts.vec(v)) for v in first.attrs[:3])
+            facts.add("load-merge-conv", str(g), strides, padding, dilation, first.attrs[7])
 
 
 # ---------------------------------------------------------------- the e-graph
@@ -440,7 +547,25 @@ class Snapshot:
 
 
 class EGraphError(RuntimeError):
-    """egglog rejected a program or a rule (e.g. an unsound union of shapes)."""
+    """egglog rejected a program or a rule."""
+
+
+class SoundnessAlarm(EGraphError):
+    """The e-graph holds something no valid program holds: a union of two e-classes of
+    different shapes or dtypes (egglog refuses it), or a term the analyses flag
+    (``type-error``).  Some rule is unsound; ``ruleset`` is the action that raised it
+    (None: the graph as loaded) and ``history`` the actions run before it, which is
+    what ``alarms.diagnose`` needs to name the rule."""
+
+    def __init__(self, reason: str, ruleset: str | None, history: tuple[str, ...]) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.ruleset = ruleset
+        self.history = history
+
+
+_PARSED: dict[str, list] = {}  # egglog text -> parsed commands, shared by every e-graph
+_PARSED_MAX = 256
 
 
 class TensorEGraph:
@@ -449,7 +574,6 @@ class TensorEGraph:
     def __init__(self, graph: TensorGraph, rule_program: str = "") -> None:
         self.graph = graph
         self.egraph = bindings.EGraph()
-        self._parsed: dict[str, list] = {}
         facts = _Facts()
         _node_facts(graph, facts)
         _merge_group_facts(graph, facts)
@@ -462,16 +586,24 @@ class TensorEGraph:
                 with open(os.path.join(tmp, f"{relation}.tsv"), "w") as f:
                     f.write("\n".join(rows) + "\n")
                 inputs.append(f'(input {relation} "{os.path.join(tmp, relation)}.tsv")')
-            self.run("\n".join(inputs))
+            self.run("\n".join(inputs), cache=False)  # temporary paths: never seen again
         self.run("(run-schedule (saturate load-vec))\n(run load 1)")
+        self.history: list[str] = []  # the rulesets run, in order (what a replay needs)
+        self._saved: list[int] = []  # history lengths at each push
         self.saturate_analysis()
+        self.check(None)
 
-    def run(self, program: str) -> list:
-        """Run egglog text (parsed once per distinct text)."""
-        cmds = self._parsed.get(program)
+    def run(self, program: str, cache: bool = True) -> list:
+        """Run egglog text (parsed once per distinct text and process: parsed commands
+        run on any e-graph, and parsing the prelude and rules is half of building one)."""
+        cmds = _PARSED.get(program)
         try:
             if cmds is None:
-                cmds = self._parsed[program] = self.egraph.parse_program(program)
+                cmds = self.egraph.parse_program(program)
+                if cache:
+                    if len(_PARSED) >= _PARSED_MAX:
+                        _PARSED.clear()
+                    _PARSED[program] = cmds
             return self.egraph.run_program(*cmds)
         except bindings.EggSmolError as err:
             raise EGraphError(str(err)) from err
@@ -480,16 +612,46 @@ class TensorEGraph:
         self.run("(run-schedule (saturate analysis))")
 
     def run_ruleset(self, name: str) -> tuple[dict[str, int], bool]:
-        """One iteration of a ruleset, then the analyses: (matches per rule, changed?)."""
-        report = self.run(f"(run {name} 1)")[0].report
-        self.saturate_analysis()
+        """One iteration of a ruleset, then the analyses: (matches per rule, changed?).
+
+        Raises ``SoundnessAlarm`` when the step unions classes of different types or
+        creates a term the analyses refuse; the e-graph is then unusable (pop it)."""
+        history = tuple(self.history)
+        self.history.append(name)
+        try:
+            report = self.run(f"(run {name} 1)")[0].report
+            self.saturate_analysis()
+        except EGraphError as err:
+            if "Illegal merge" not in str(err):
+                raise
+            raise SoundnessAlarm(f"union of e-classes of different types ({err})", name, history) from err
+        self.check(name, history)
         return dict(report.num_matches_per_rule), bool(report.updated)
+
+    def check(self, ruleset: str | None, history: tuple[str, ...] = ()) -> None:
+        """Raise ``SoundnessAlarm`` if the analyses flagged a term (``type-error``)."""
+        if self.run("(print-size type-error)")[0].size:
+            raise SoundnessAlarm(self.type_errors()[0], ruleset, history)
+
+    def type_errors(self) -> list[str]:
+        """What the analyses flagged: one line per term (its op and the reason)."""
+        frozen = self.egraph.freeze().functions
+        owner = {}
+        for name in signatures():
+            for row in frozen[name].rows if name in frozen else ():
+                owner.setdefault(row.output, name)
+        return sorted(
+            f"{owner.get(r.inputs[0], 'a term')}: {self.egraph.value_to_string(r.inputs[1])}"
+            for r in frozen["type-error"].rows
+        )
 
     def push(self) -> None:
         self.run("(push)")
+        self._saved.append(len(self.history))
 
     def pop(self) -> None:
         self.run("(pop)")
+        del self.history[self._saved.pop() :]
 
     def size(self) -> int:
         """Number of tensor e-nodes (language constructors, not loader aliases)."""

@@ -19,6 +19,11 @@ class FunctionReport:
     rules_applied: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # why blocks or the function were left alone
+    # what must never happen, each also in ``skipped`` (the block was left unchanged):
+    # soundness alarms (naming the rules), rewrites that failed translation validation,
+    # internal errors.  Tests and benchmarks fail on any.
+    alarms: list[str] = field(default_factory=list)
+    validation: dict[str, float] = field(default_factory=dict)  # blocks checked, seconds, worst relative error
 
     def add_seconds(self, phase: str, seconds: float) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
@@ -37,6 +42,11 @@ class Report:
     seconds: float = 0.0
     speed_check: dict | None = None  # ``speed_check.SpeedCheck.to_dict()`` when the option ran it
 
+    @property
+    def alarms(self) -> list[str]:
+        """Every function's alarms, each prefixed with the function name."""
+        return [f"{f.name}: {a}" for f in self.functions.values() for a in f.alarms]
+
     def to_dict(self) -> dict:
         return {
             "target": self.target,
@@ -45,6 +55,7 @@ class Report:
             "seconds": self.seconds,
             "functions": {k: asdict(v) for k, v in self.functions.items()},
             "speed_check": self.speed_check,
+            "alarms": self.alarms,
         }
 
     def summary(self) -> str:
@@ -59,6 +70,8 @@ class Report:
             )
             for reason in f.skipped:
                 lines.append(f"  left unchanged: {reason}")
+            for alarm in f.alarms:
+                lines.append(f"  ALARM: {alarm}")
         if self.speed_check is not None:
             from .speed_check import describe
 

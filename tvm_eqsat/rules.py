@@ -37,6 +37,24 @@ class Rule:
     text: str  # the egglog form as written
 
     @property
+    def creates(self) -> set[str]:
+        """The tensor constructors on the rule's right-hand side (what it can add)."""
+        expr = _sexpr(self.text)
+        rhs = expr[2] if len(expr) > 2 else []
+        names = set(signatures())
+        found: set[str] = set()
+
+        def walk(term) -> None:
+            if isinstance(term, list):
+                if term and isinstance(term[0], str) and term[0] in names:
+                    found.add(term[0])
+                for t in term:
+                    walk(t)
+
+        walk(rhs)
+        return found
+
+    @property
     def multi(self) -> bool:
         """Does the query match more than one separate tensor term?"""
         return len(query_roots(self.text)) > 1
@@ -51,15 +69,28 @@ class RuleLibrary:
         return sorted({r.family for r in self.rules})
 
     def program(self) -> str:
-        """egglog text declaring the rulesets of every family and adding its rules."""
+        """egglog text declaring the rulesets and adding the rules.
+
+        Each rule is a ruleset of its own (``rule_set``), so one rule can be run
+        alone (to find which one an alarm comes from); ``F.single`` and ``F.multi``
+        combine a family's single- and multi-pattern rules, and ``F`` combines both."""
         lines = []
-        for f in self.families:
-            lines += [f"(ruleset {single(f)})", f"(ruleset {multi(f)})",
-                      f"(unstable-combined-ruleset {f} {single(f)} {multi(f)})"]
         for r in self.rules:
-            ruleset = multi(r.family) if r.multi else single(r.family)
-            lines.append(r.text[:-1].rstrip() + f" :ruleset {ruleset})")
+            lines.append(f"(ruleset {rule_set(r.name)})")
+            lines.append(r.text[:-1].rstrip() + f" :ruleset {rule_set(r.name)})")
+        for f in self.families:
+            for part, is_multi in ((single(f), False), (multi(f), True)):
+                members = " ".join(rule_set(r.name) for r in self.rules if r.family == f and r.multi == is_multi)
+                lines.append(f"(unstable-combined-ruleset {part} {members})")
+            lines.append(f"(unstable-combined-ruleset {f} {single(f)} {multi(f)})")
         return "\n".join(lines)
+
+    def in_ruleset(self, ruleset: str) -> list[Rule]:
+        """The rules a ruleset runs: a family, its single or multi part, or one rule."""
+        family, _, part = ruleset.partition(".")
+        return [r for r in self.rules
+                if ruleset == rule_set(r.name)
+                or (r.family == family and (not part or part == ("multi" if r.multi else "single")))]
 
     def select(self, names: Iterable[str]) -> "RuleLibrary":
         """Only the named families or rules."""
@@ -69,6 +100,11 @@ class RuleLibrary:
         if unknown:
             raise ValueError(f"unknown rule or family {sorted(unknown)}; known families: {self.families}")
         return RuleLibrary(tuple(r for r in self.rules if r.name in wanted or r.family in wanted))
+
+
+def rule_set(name: str) -> str:
+    """The ruleset holding only the rule ``name``."""
+    return f"{name}.rule"
 
 
 def single(family: str) -> str:

@@ -20,12 +20,14 @@ from tvm import relax
 
 from . import cost as cost_mod
 from . import speed_check
-from .egraph import EGraphError, TensorEGraph
+from .alarms import diagnose
+from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
 from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block
 from .report import FunctionReport, Report
 from .rules import RuleLibrary, load_library
 from .search import MCTS_PRESETS, SEARCHES, grow
+from .validate import suspects, validate
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -52,6 +54,9 @@ class Options:
     speed_check: bool = False  # build and time the module before and after; keep the rewrite only if faster
     tune_dir: str | None = None  # speed check with flow="tuned": the MetaSchedule database (None: a cache dir)
     tune_trials: int = 16  # speed check with flow="tuned": MetaSchedule trials per kernel
+    validate: bool = True  # check every rewritten block against the original on random inputs
+    fold_weights: bool = False  # parameters after num_input are transformed once (LiftTransformParams): weight-only work is free
+
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,8 +86,9 @@ def make_options(**options: Any) -> Options:
         raise ValueError(f"cost_model must be a name or a directory path, got {opts.cost_model!r}")
     if opts.cost_model not in cost_mod.COST_MODELS:
         cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for a path without a model
-    if not isinstance(opts.speed_check, bool):
-        raise ValueError(f"speed_check must be True or False, got {opts.speed_check!r}")
+    for name in ("speed_check", "validate", "fold_weights"):
+        if not isinstance(getattr(opts, name), bool):
+            raise ValueError(f"{name} must be True or False, got {getattr(opts, name)!r}")
     if opts.tune_dir is not None and not isinstance(opts.tune_dir, str):
         raise ValueError(f"tune_dir must be a directory path or None, got {opts.tune_dir!r}")
     if not isinstance(opts.tune_trials, int) or isinstance(opts.tune_trials, bool) or opts.tune_trials <= 0:
@@ -191,9 +197,31 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     report.add_seconds("extract", time.perf_counter() - t)
 
     better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
+    if better and ctx.opts.validate:
+        _validate(graph, new_graph, ctx, report, growth.rules_applied)
     if force or better:
         return new_graph, before, after
     return None, before, before
+
+
+class RewriteRejected(Exception):
+    """A rewritten block failed translation validation (a rule is wrong)."""
+
+
+def _validate(graph: TensorGraph, new_graph: TensorGraph, ctx: _Context, report: FunctionReport,
+              rules_applied: dict[str, int]) -> None:
+    """Raise RewriteRejected unless ``new_graph`` computes what ``graph`` computes."""
+    result = validate(graph, new_graph, seed=ctx.opts.seed)
+    report.add_seconds("validate", result.seconds)
+    v = report.validation
+    v["blocks"] = v.get("blocks", 0) + 1
+    v["max_rel_diff"] = max(v.get("max_rel_diff", 0.0), result.max_rel_diff)
+    if not result.ok:
+        rules = suspects(ctx.library, rules_applied, graph, new_graph) or sorted(rules_applied)
+        raise RewriteRejected(
+            f"rewrite failed translation validation (output {result.failed_output}: relative difference "
+            f"{result.max_rel_diff:.3g}); rules that made its new nodes: {', '.join(rules) or 'none'}"
+        )
 
 
 def _skip_reason(func) -> str | None:
@@ -210,10 +238,12 @@ def _skip_reason(func) -> str | None:
     return None
 
 
-def _weights(func) -> list:
-    """Parameters after ``num_input`` are weights (constant at deployment)."""
+def _weights(func, fold_weights: bool = False) -> list:
+    """Parameters costed as constants: those after ``num_input`` when the user says the
+    deployment transforms them once (``fold_weights``, e.g. with ``LiftTransformParams``);
+    otherwise none, since the default pipeline folds only bound constants."""
     attrs = func.attrs
-    if attrs is None or "num_input" not in attrs:
+    if not fold_weights or attrs is None or "num_input" not in attrs:
         return []
     return list(func.params[int(attrs["num_input"]) :])
 
@@ -227,7 +257,7 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
         report.skipped.append(reason)
         log.info("%s left unchanged: %s", name, reason)
         return None, report
-    weights = _weights(func)
+    weights = _weights(func, ctx.opts.fold_weights)
     blocks = list(func.body.blocks)
     changed = False
     for i, block in enumerate(blocks):
@@ -251,12 +281,16 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
                 changed = True
             report.cost_before += before  # only now: a failed rebuild counts no gain
             report.cost_after += after  # equals before when the block stays
+        except SoundnessAlarm as alarm:  # a rule is unsound: never a skipped block in silence
+            message = diagnose(graph, ctx.program, ctx.library, alarm).describe()
+            _alarm(report, where, f"block {i}: {message}")
+        except RewriteRejected as err:
+            _alarm(report, where, f"block {i}: {err}")
         except (Unsupported, EGraphError) as err:
             report.skipped.append(f"block {i}: {err}")
             log.info("%s left unchanged: %s", where, err)
         except Exception as err:  # a bug of ours must not break the user's build
-            report.skipped.append(f"block {i}: internal error {type(err).__name__}: {err}")
-            log.warning("%s left unchanged after an internal error", where, exc_info=True)
+            _alarm(report, where, f"block {i}: internal error {type(err).__name__}: {err}", exc_info=True)
     report.seconds["total"] = time.perf_counter() - start
     if not changed:
         return None, report
@@ -264,7 +298,15 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
     return _with_blocks(func, blocks), report
 
 
-def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline", flow: str = "tuned") -> float:
+def _alarm(report: FunctionReport, where: str, message: str, exc_info: bool = False) -> None:
+    """The block stays unchanged, and the report and the log say why, loudly."""
+    report.skipped.append(message)
+    report.alarms.append(message)
+    log.warning("%s left unchanged: %s", where, message, exc_info=exc_info)
+
+
+def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline", flow: str = "tuned",
+                   fold_weights: bool = False) -> float:
     """A module's predicted cost (microseconds): every dataflow block the pass can read,
     each shared node once, under ``cost_model`` for ``target`` (what the report's
     ``cost_before``/``cost_after`` measure).  Blocks it cannot read count nothing."""
@@ -277,7 +319,7 @@ def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roo
         for block in func.body.blocks:
             if isinstance(block, relax.DataflowBlock):
                 try:
-                    graphs.append(graph_from_block(block, _weights(func)))
+                    graphs.append(graph_from_block(block, _weights(func, fold_weights)))
                 except Unsupported:
                     continue
     if hasattr(cost, "prepare"):
@@ -327,8 +369,7 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
             else:
                 frep.changed = False
                 frep.cost_after = frep.cost_before
-                frep.skipped.append(f"rewritten function was not well formed: {problem}")
-                log.warning("%s left unchanged: rewritten function was not well formed: %s", name, problem)
+                _alarm(frep, name, f"rewritten function was not well formed: {problem}")
         report.functions[name] = frep
         if isinstance(func, relax.Function):
             log.info(

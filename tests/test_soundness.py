@@ -1,0 +1,267 @@
+"""Never wrong: rule interactions, analyses that refuse nonsense, alarms that name the
+rule, translation validation, and the interaction fuzzer (a seeded run)."""
+
+import logging
+
+import numpy as np
+import pytest
+from tvm import relax
+from tvm.relax import op as R
+
+import tvm_eqsat
+from tvm_eqsat import graph, transform
+from tvm_eqsat.egraph import TensorEGraph, typed_constructors
+from tvm_eqsat.evaluate import Interpreter, relative_difference
+from tvm_eqsat.rules import RuleLibrary, load_library, parse_rules
+from tvm_eqsat.validate import validate
+
+from helpers import assert_close, const, load_script, module, native_ops, relax_ops, tensor
+
+fuzz = load_script("fuzz")
+
+
+# ---------------------------------------------------------------- the three rule bugs
+
+
+def _siblings(stride: int):
+    """Two 1x1 convs and a 3x3 (padding 1) on one input, each + relu, concatenated:
+    conv2d-enlarge puts a padded 3x3 form of each 1x1 into its e-class."""
+    x = tensor("x", (1, 8, 13, 13))
+
+    def body(bb, x):
+        outs = []
+        for i, (k, p) in enumerate([(1, 0), (1, 0), (3, 1)]):
+            c = bb.emit(R.nn.conv2d(x, const((4, 8, k, k), seed=i), strides=stride, padding=p))
+            outs.append(bb.emit(R.nn.relu(c)))
+        return R.concat(outs, axis=1)
+
+    return module([x], body)
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("flow", ["default", "tuned"])
+def test_merge_all_reads_attributes_from_the_group_not_the_eclass(stride, flow):
+    mod = _siblings(stride)
+    new, report = tvm_eqsat.optimize(mod, "llvm", flow=flow)
+    assert not report.alarms, report.alarms
+    assert_close(mod, new)
+    # the most rewritten form (every rule's right-hand side in play) computes the same too
+    variant = fuzz.rewritten_variant(mod, load_library().families, "main")[0]
+    assert_close(mod, variant)
+
+
+def test_add_over_split_last_axis_needs_biases_as_long_as_the_parts():
+    x = tensor("x", (3, 6))
+
+    def body(bb, x):
+        parts = bb.emit(R.split(bb.emit(R.matmul(x, const((6, 8)))), [5], axis=1))
+        a = bb.emit(R.add(bb.emit(relax.TupleGetItem(parts, 0)), const((1,), seed=1)))  # broadcasts
+        b = bb.emit(R.add(bb.emit(relax.TupleGetItem(parts, 1)), const((1,), seed=2)))
+        return relax.Tuple([a, b])
+
+    mod = module([x], body)
+    variant, applied, _ = fuzz.rewritten_variant(mod, ["merges", "algebra"], "main")
+    assert "add-over-split-last-axis" not in applied
+    assert_close(mod, variant)
+    new, report = tvm_eqsat.optimize(mod, "llvm")
+    assert not report.alarms
+    assert_close(mod, new)
+
+
+def test_batch_norm_absorbs_only_a_bias_that_keeps_the_shape():
+    y = tensor("y", (1, 1, 5, 5))
+
+    def body(bb, y):
+        grown = bb.emit(R.add(y, const((1, 3, 1, 1), seed=1)))  # (1, 1, 5, 5) -> (1, 3, 5, 5)
+        bn = bb.emit(R.nn.batch_norm(grown, *(const((3,), seed=s) for s in (2, 3, 4)),
+                                     relax.const(np.full(3, 2.0, "float32")), axis=1, training=False))
+        return relax.TupleGetItem(bn, 0)
+
+    mod = module([y], body)
+    variant, applied, _ = fuzz.rewritten_variant(mod, ["conv"], "main")
+    assert "batch-norm-absorb-bias" not in applied
+    assert_close(mod, variant)
+
+
+# ---------------------------------------------------------------- analyses and alarms
+
+
+def _with_rules(monkeypatch, text: str, names=("bad",)):
+    """Make the pass load the shipped rules plus ``text`` (a family named "bad")."""
+    extra = parse_rules(text, "bad")
+    library = RuleLibrary(load_library().rules + tuple(extra))
+    monkeypatch.setattr(transform, "_library", lambda opts: library)
+
+
+def _relu_block(shape=(2, 3)):
+    x = tensor("x", shape)
+    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.add(x, const(shape)))))
+
+
+@pytest.mark.parametrize("rule, reason", [
+    # unions a (2, 3) class with a (6,) one: egglog refuses the union
+    ('(rule ((= e (Relu x))) ((union e (Reshape x (vec-of 6)))) :name "bad-shape")', "different types"),
+    # a broadcast that no valid program holds: (2, 3) + (7,) (its (2, 7) shape also clashes)
+    ('(rule ((= e (Relu x)) (= d (dtype x))) ((union e (Relu (Add x (Full (vec-of 7) 0.0 d))))) :name "bad-broadcast")',
+     "soundness alarm"),
+    # the same broadcast, not unioned with anything: only the analysis sees it
+    ('(rule ((= e (Relu x)) (= d (dtype x))) ((Add x (Full (vec-of 7) 0.0 d))) :name "bad-broadcast-alone")',
+     "broadcast dimensions differ"),
+    # an add of float32 and float16 values
+    ('(rule ((= e (Relu x))) ((union e (Relu (Add x (Astype x "float16"))))) :name "bad-dtype")', "dtypes differ"),
+    # a reshape that changes the number of elements (shape computed from the attribute)
+    ('(rule ((= e (Relu x))) ((union e (Relu (Reshape (Reshape x (vec-of 7)) (vec-of 2 3))))) :name "bad-numel")',
+     "number of elements"),
+])
+def test_an_unsound_rule_raises_an_alarm_that_names_it(monkeypatch, caplog, rule, reason):
+    _with_rules(monkeypatch, rule)
+    mod = _relu_block()
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        new, report = tvm_eqsat.optimize(mod, "llvm")
+    name = rule.split(':name "')[1].rstrip('")')
+    assert report.alarms and name in report.alarms[0] and reason in report.alarms[0], report.alarms
+    assert not report.functions["main"].changed
+    assert any(name in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert "ALARM" in report.summary() and report.to_dict()["alarms"] == report.alarms
+    assert new.same_as(mod) or native_ops(new) == native_ops(mod)
+
+
+def test_a_wrong_rule_of_the_right_type_fails_translation_validation(monkeypatch):
+    _with_rules(monkeypatch, '(rewrite (Relu x) (Sigmoid x) :name "bad-relu")')
+    monkeypatch.setattr(transform, "MIN_GAIN", -1.0)  # take any graph that differs
+    monkeypatch.setattr(transform, "snapshot_node_cost",  # and prefer the wrong form
+                        lambda snap, cost: lambda c, n: 1.0 if n.op == "Sigmoid" else (10.0 if n.children else 0.001))
+    mod = _relu_block()
+    new, report = tvm_eqsat.optimize(mod, "llvm")
+    assert len(report.alarms) == 1 and "translation validation" in report.alarms[0], report.alarms
+    assert "bad-relu" in report.alarms[0]
+    assert not report.functions["main"].changed and relax_ops(new) == relax_ops(mod)
+
+
+def test_validate_compares_outputs():
+    mod = _relu_block()
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    wrong = g.with_nodes(
+        [n if n.op != "Relu" else graph.Node("Sigmoid", (), n.inputs, n.ty, n.is_const) for n in g.nodes], g.outputs)
+    result = validate(g, wrong)
+    assert not result.ok and result.max_rel_diff > 1e-3 and result.failed_output
+    assert validate(g, g).ok and validate(g, g).max_rel_diff == 0.0
+
+
+def test_every_op_a_rule_creates_has_a_type_rule():
+    typed = typed_constructors()
+    made = set().union(*(r.creates for r in load_library().rules))
+    assert made and made <= typed, made - typed
+
+
+def test_the_loaded_models_raise_no_alarm():
+    """The analyses accept every op of a real block (a false alarm would skip it)."""
+    from tvm_eqsat import models
+
+    m = models.SMALL["inception-v3"]()
+    TensorEGraph(graph.graph_from_block(m.mod["main"].body.blocks[0]))  # raises SoundnessAlarm if not
+
+
+# ---------------------------------------------------------------- the reference interpreter
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_interpreter_matches_tvm_on_random_programs(seed):
+    from tvm_eqsat import verify
+
+    prog = fuzz.random_program(seed)
+    mod = fuzz.to_module(prog)
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    inputs = verify.random_inputs(mod["main"], seed)
+    interp = Interpreter(g)
+    params = list(mod["main"].params)  # the graph numbers its inputs by first use
+    interp.inputs = {k: np.asarray(inputs[next(i for i, p in enumerate(params) if p.same_as(v))], np.float64)
+                     for k, v in enumerate(g.inputs)}
+    got = interp.outputs(g)
+    ref = verify.run(mod, inputs)
+    flat = [a for v in got for a in (v if isinstance(v, tuple) else (v,))]
+    assert len(flat) == len(ref)
+    for a, b in zip(ref, flat):
+        assert relative_difference(a, b) < (2e-2 if prog.dtype == "float16" else 1e-4)
+
+
+def test_validation_runs_uncovered_ops_through_tvm():
+    x = tensor("x", (2, 3))
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.cumsum(x, axis=1))))  # cumsum: opaque
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    interp = Interpreter(g)
+    (out,) = interp.outputs(g)
+    x0 = interp.inputs[0]
+    np.testing.assert_allclose(out, np.maximum(np.cumsum(x0.astype(np.float32), axis=1), 0), rtol=1e-5)
+    assert interp.tvm_nodes == 1
+
+
+def test_the_pass_reports_validation():
+    mod = _siblings(1)
+    _, report = tvm_eqsat.optimize(mod, "llvm", flow="default")
+    f = report.functions["main"]
+    if f.changed:
+        assert f.validation["blocks"] == 1 and f.validation["max_rel_diff"] < 1e-9
+        assert "validate" in f.seconds
+    _, report = tvm_eqsat.optimize(mod, "llvm", flow="default", validate=False)
+    assert not report.functions["main"].validation
+
+
+# ---------------------------------------------------------------- weights
+
+
+def _bn_with_weights_as_params():
+    x = tensor("x", (1, 4, 8, 8))
+    w = tensor("w", (4, 4, 3, 3))
+    stats = [tensor(n, (4,)) for n in ("g", "b", "m", "v")]
+
+    def body(bb, x, w, *s):
+        c = bb.emit(R.nn.conv2d(x, w, padding=1))
+        return relax.TupleGetItem(bb.emit(R.nn.batch_norm(c, *s, axis=1, training=False)), 0)
+
+    mod = module([x, w, *stats], body)
+    mod[mod.get_global_var("main")] = mod["main"].with_attr("num_input", 1)  # w and the stats are weights
+    return mod
+
+
+def test_weights_are_runtime_inputs_unless_the_user_folds_them():
+    mod = _bn_with_weights_as_params()
+    _, report = tvm_eqsat.optimize(mod, "llvm")
+    assert "conv2d-batch-norm-fold" not in report.functions["main"].rules_applied
+    new, report = tvm_eqsat.optimize(mod, "llvm", fold_weights=True)
+    assert report.functions["main"].rules_applied.get("conv2d-batch-norm-fold")
+
+
+# ---------------------------------------------------------------- the fuzzer
+
+
+def test_shrinker_keeps_the_failure_and_drops_the_rest():
+    prog = next(p for p in map(fuzz.random_program, range(100))
+                if sum(s.op == "conv2d" for s in p.steps) >= 2 and len(p.steps) > 8)
+
+    def fails(p):  # a stand-in bug: any program with a conv2d
+        return any(s.op == "conv2d" for s in p.steps)
+
+    small = fuzz.shrink(prog, fails, budget_s=60)
+    assert fails(small) and len(small.steps) < len(prog.steps)
+    assert [s.op for s in small.steps].count("conv2d") == 1
+    assert "R.nn.conv2d" in fuzz.to_module(small).script()
+
+
+def test_fuzz_programs_cover_what_the_issue_asks():
+    progs = [fuzz.random_program(s) for s in range(300)]
+    convs = [s.attrs for p in progs for s in p.steps if s.op == "conv2d"]
+    assert {c["strides"][0] for c in convs} == {1, 2, 3}
+    assert {c["dilation"][0] for c in convs} == {1, 2}
+    assert len({c["groups"] for c in convs}) > 2 and len({c["padding"] for c in convs}) > 5
+    assert {p.dtype for p in progs} == {"float32", "float16"}
+    ops = {s.op for p in progs for s in p.steps}
+    assert {"concat", "split", "matmul", "param", "const", "batch_norm", "add", "max_pool2d"} <= ops
+
+
+def test_fuzz_seeded_run_finds_nothing():
+    """A short seeded run of scripts/fuzz.py (every family, both modes); long runs are
+    ``python scripts/fuzz.py --seeds N``."""
+    result = fuzz.run_cases(range(48), shrink_s=60)
+    assert result["stats"]["graphs"] == 48
+    assert not result["findings"], result["findings"]

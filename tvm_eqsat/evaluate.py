@@ -1,0 +1,375 @@
+"""A reference interpreter of TensorGraphs in numpy, in exact-as-possible arithmetic.
+
+Translation validation (``validate``) runs the original block and the rewritten one
+on the same random inputs.  Floating-point values are computed in float64 whatever
+their dtype (``astype`` still rounds through its target dtype), so two graphs that
+compute the same function agree to ~1e-12, and a wrong rewrite shows as a large
+relative difference rather than hiding in fp16/fp32 rounding.
+
+Values are shared between graphs by structure: a node whose op, attributes and
+(recursively) inputs equal a node already evaluated reuses its value, so the
+rewritten graph costs only its new nodes.  An op or attribute the interpreter does
+not cover is run through TVM on its own (``_TvmOp``), as is an opaque call whose
+inputs the rewrite changed; an opaque call that both graphs make on the same inputs
+gets one random value, which both then share (it is the same value either way).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from . import ops
+from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorGraph, TensorTy, Ty
+
+
+class NotCovered(Exception):
+    """The interpreter has no numpy form for this op and attributes."""
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype.startswith("float") or dtype.startswith("bfloat")
+
+
+def as_exact(array: np.ndarray) -> np.ndarray:
+    """A value as the interpreter holds it: floats as float64, integers as int64."""
+    if array.dtype == bool:
+        return array
+    if np.issubdtype(array.dtype, np.integer):
+        return array.astype(np.int64)
+    return array.astype(np.float64)
+
+
+def random_value(ty: Ty, rng: np.random.Generator):
+    """A random value of type ``ty``: standard normal floats, small non-negative ints."""
+    if isinstance(ty, tuple):
+        return tuple(random_value(t, rng) for t in ty)
+    if ty.dtype == "bool":
+        return rng.integers(0, 2, ty.shape).astype(bool)
+    if not _is_float(ty.dtype):
+        return rng.integers(0, 2, ty.shape).astype(np.int64)
+    return rng.standard_normal(ty.shape)
+
+
+# ---------------------------------------------------------------- op semantics
+
+
+def _to_layout(x: np.ndarray, layout: str, canonical: str) -> np.ndarray:
+    if sorted(layout) != sorted(canonical) or not layout.isalpha() or not layout.isupper():
+        raise NotCovered(f"layout {layout}")
+    return np.transpose(x, [layout.index(c) for c in canonical])
+
+
+def _from_layout(x: np.ndarray, canonical: str, layout: str) -> np.ndarray:
+    if sorted(layout) != sorted(canonical):
+        raise NotCovered(f"layout {layout}")
+    return np.transpose(x, [canonical.index(c) for c in layout])
+
+
+def _windows(x: np.ndarray, size, strides, padding, dilation, fill: float) -> np.ndarray:
+    """(N, C, Ho, Wo, kh, kw) windows of an NCHW tensor padded with ``fill``."""
+    top, left, bottom, right = padding
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+    (kh, kw), (sh, sw), (dh, dw) = size, strides, dilation
+    win = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    return win[:, :, ::sh, ::sw, ::dh, ::dw]
+
+
+def _conv2d(xs, a):
+    strides, padding, dilation, groups, data_layout, kernel_layout, out_layout, _ = a
+    x = _to_layout(xs[0], data_layout, "NCHW")
+    w = _to_layout(xs[1], kernel_layout, "OIHW")
+    o, cg, kh, kw = w.shape
+    win = _windows(x, (kh, kw), strides, padding, dilation, 0.0)
+    n, c, ho, wo = win.shape[:4]
+    if c != cg * groups or o % groups:
+        raise ValueError(f"conv2d: {c} channels, weight {w.shape}, groups {groups}")
+    win = win.reshape(n, groups, cg, ho, wo, kh, kw)
+    wg = w.reshape(groups, o // groups, cg, kh, kw)
+    out = np.einsum("ngcyxhw,gochw->ngoyx", win, wg, optimize=True).reshape(n, o, ho, wo)
+    return _from_layout(out, "NCHW", out_layout)
+
+
+def _pool(reduce: str):
+    def run(xs, a):
+        size, strides, padding, dilation, ceil_mode, count_include_pad, layout, out_layout = a
+        if ceil_mode:
+            raise NotCovered("pooling with ceil_mode")
+        x = _to_layout(xs[0], layout, "NCHW")
+        if reduce == "max":
+            out = _windows(x, size, strides, padding, dilation, -np.inf).max(axis=(4, 5))
+        else:
+            total = _windows(x, size, strides, padding, dilation, 0.0).sum(axis=(4, 5))
+            if count_include_pad:
+                count = size[0] * size[1]
+            else:
+                ones = np.ones((1, 1) + x.shape[2:])
+                count = _windows(ones, size, strides, padding, dilation, 0.0).sum(axis=(4, 5))
+            out = total / count
+        return _from_layout(out, "NCHW", out_layout)
+
+    return run
+
+
+def _astype(xs, a):
+    dtype = a[0]
+    x = xs[0]
+    if _is_float(dtype):
+        if dtype == "bfloat16":
+            raise NotCovered("bfloat16")
+        return x.astype(dtype).astype(np.float64)  # rounds through the target dtype
+    if dtype == "bool":
+        return x.astype(bool)
+    return x.astype(dtype).astype(np.int64)
+
+
+def _strided_slice(xs, a):
+    axes, begin, end, strides, _ = a
+    if min(strides, default=1) <= 0:
+        raise NotCovered("strided_slice with a non-positive stride")
+    index = [slice(None)] * xs[0].ndim
+    for ax, b, e, s in zip(axes, begin, end, strides):
+        index[ax] = slice(b, e, s)
+    return xs[0][tuple(index)]
+
+
+def _take(xs, a):
+    axis, mode = a
+    return np.take(xs[0], xs[1], axis=axis, mode={"clip": "clip", "wrap": "wrap"}.get(mode, "raise"))
+
+
+def _batch_norm(xs, a):
+    x, gamma, beta, mean, var = xs
+    axis, eps, center, scale, _, training = a
+    if training:
+        raise NotCovered("batch_norm in training mode")
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    out = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    if scale:
+        out = out * gamma.reshape(shape)
+    if center:
+        out = out + beta.reshape(shape)
+    return out, mean, var
+
+
+def _layer_norm(xs, a):
+    x, gamma, beta = xs
+    axes, eps, center, scale = a
+    mean = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True)
+    out = (x - mean) / np.sqrt(var + eps)
+    shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
+    if scale:
+        out = out * gamma.reshape(shape)
+    if center:
+        out = out + beta.reshape(shape)
+    return out
+
+
+def _softmax(xs, a):
+    x = xs[0]
+    e = np.exp(x - x.max(axis=a[0], keepdims=True))
+    return e / e.sum(axis=a[0], keepdims=True)
+
+
+def _float_only(fn: Callable) -> Callable:
+    def run(xs, a):
+        if any(np.asarray(x).dtype != np.float64 for x in xs):
+            raise NotCovered("integer operands")
+        return fn(xs, a)
+
+    return run
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf
+
+    return erf(x)
+
+
+SEMANTICS: dict[str, Callable[[list, tuple], Any]] = {
+    "Matmul": lambda xs, a: np.matmul(xs[0], xs[1]),
+    "Conv2d": _conv2d,
+    "Add": lambda xs, a: xs[0] + xs[1],
+    "Sub": lambda xs, a: xs[0] - xs[1],
+    "Mul": lambda xs, a: xs[0] * xs[1],
+    "Div": _float_only(lambda xs, a: xs[0] / xs[1]),
+    "Relu": lambda xs, a: np.maximum(xs[0], 0),
+    "Gelu": _float_only(lambda xs, a: 0.5 * xs[0] * (1.0 + _erf(xs[0] / math.sqrt(2.0)))),
+    "Silu": _float_only(lambda xs, a: xs[0] / (1.0 + np.exp(-xs[0]))),
+    "Tanh": _float_only(lambda xs, a: np.tanh(xs[0])),
+    "Sigmoid": _float_only(lambda xs, a: 1.0 / (1.0 + np.exp(-xs[0]))),
+    "Exp": _float_only(lambda xs, a: np.exp(xs[0])),
+    "Sqrt": _float_only(lambda xs, a: np.sqrt(xs[0])),
+    "Rsqrt": _float_only(lambda xs, a: 1.0 / np.sqrt(xs[0])),
+    "Neg": lambda xs, a: -xs[0],
+    "Erf": _float_only(lambda xs, a: _erf(xs[0])),
+    "Clip": lambda xs, a: np.clip(xs[0], a[0], a[1]),
+    "Astype": _astype,
+    "Permute": lambda xs, a: np.transpose(xs[0], a[0]),
+    "Reshape": lambda xs, a: np.reshape(xs[0], a[0]),
+    "BroadcastTo": lambda xs, a: np.broadcast_to(xs[0], a[0]),
+    "ExpandDims": lambda xs, a: np.expand_dims(xs[0], a[0]),
+    "Squeeze": lambda xs, a: np.squeeze(xs[0], a[0]),
+    "Concat": lambda xs, a: np.concatenate(xs, axis=a[0]),
+    "Split": lambda xs, a: tuple(np.split(xs[0], list(a[0]), axis=a[1])),
+    "StridedSlice": _strided_slice,
+    "Take": _take,
+    "BatchNorm": _batch_norm,
+    "Pad": lambda xs, a: np.pad(xs[0], [(a[0][2 * i], a[0][2 * i + 1]) for i in range(xs[0].ndim)]),
+    "Full": lambda xs, a: np.full(a[0], a[1], dtype=np.float64),
+    "LayerNorm": _float_only(_layer_norm),
+    "Softmax": _float_only(_softmax),
+    "MaxPool2d": _pool("max"),
+    "AvgPool2d": _float_only(_pool("avg")),
+    "Mean": _float_only(lambda xs, a: np.mean(xs[0], axis=a[0], keepdims=a[1])),
+}
+
+
+# ---------------------------------------------------------------- TVM for the rest
+
+
+def _to_dtype(value, ty: Ty):
+    if isinstance(ty, tuple):
+        return tuple(_to_dtype(v, t) for v, t in zip(value, ty))
+    return np.asarray(value).astype(ty.dtype)
+
+
+def _relax_type(ty: Ty):
+    from tvm import relax
+
+    if isinstance(ty, tuple):
+        return relax.TupleType([_relax_type(t) for t in ty])
+    return relax.TensorType(ty.shape, ty.dtype)
+
+
+def run_with_tvm(graph: TensorGraph, nid: int, inputs: list) -> Any:
+    """One node of ``graph`` built alone with stock TVM and run on ``inputs`` (exact values,
+    rounded to the node's input dtypes)."""
+    import tvm
+    from tvm import relax
+
+    from .graph import rebuild_opaque
+    from .verify import _flatten
+
+    node = graph.nodes[nid]
+    in_tys = [graph.nodes[i].ty for i in node.inputs]
+    params = [relax.Var(f"x{k}", _relax_type(t)) for k, t in enumerate(in_tys)]
+    if node.op == OPAQUE:
+        call = rebuild_opaque(graph.opaques[node.attrs[0]], params)
+    else:
+        call = ops.build_call(ops.BY_NAME[node.op], params, node.attrs)
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        out = bb.emit(call)
+        bb.emit_func_output(out)
+    ex = tvm.compile(bb.get(), target=tvm.target.Target("llvm"))
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+
+    def arg(value, ty):
+        if isinstance(ty, tuple):
+            return [arg(v, t) for v, t in zip(value, ty)]
+        return tvm.runtime.tensor(_to_dtype(value, ty))
+
+    result = vm["main"](*[arg(v, t) for v, t in zip(inputs, in_tys)])
+    flat = [as_exact(x) for x in _flatten(result)]
+    if isinstance(node.ty, tuple):
+        return tuple(flat)
+    return flat[0]
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+class Interpreter:
+    """Evaluates graphs that share leaf tables (a block and its rewrites) on one set of
+    random inputs, sharing the values of structurally equal nodes."""
+
+    def __init__(self, graph: TensorGraph, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.inputs: dict[int, Any] = {}  # Input index -> value
+        self.ids: dict[tuple, int] = {}  # (op, attrs, child ids) -> structural id
+        self.values: dict[int, Any] = {}  # structural id -> value
+        self.shared_opaque: set[int] = set()  # opaque structural ids every graph computes
+        self.tvm_nodes = 0  # nodes run through TVM (cost accounting)
+        self.graph = graph
+
+    def keys(self, graph: TensorGraph) -> dict[int, int]:
+        """Structural id of every reachable node of ``graph``."""
+        sid: dict[int, int] = {}
+        for nid in graph.reachable():
+            n = graph.nodes[nid]
+            key = (n.op, n.attrs, tuple(sid[i] for i in n.inputs))
+            sid[nid] = self.ids.setdefault(key, len(self.ids))
+        return sid
+
+    def share_opaques(self, *graphs: TensorGraph) -> None:
+        """Opaque calls that every one of ``graphs`` makes on the same inputs."""
+        sets = []
+        for g in graphs:
+            sid = self.keys(g)
+            sets.append({sid[n] for n in sid if g.nodes[n].op == OPAQUE})
+        self.shared_opaque = set.intersection(*sets) if sets else set()
+
+    def outputs(self, graph: TensorGraph) -> list[Any]:
+        """The values of ``graph``'s outputs, in order."""
+        sid = self.keys(graph)
+        for nid in graph.reachable():
+            s = sid[nid]
+            if s not in self.values:
+                self.values[s] = self._eval(graph, nid, [self.values[sid[i]] for i in graph.nodes[nid].inputs], s)
+        return [self.values[sid[r]] for _, r in graph.outputs]
+
+    def _eval(self, graph: TensorGraph, nid: int, xs: list, s: int) -> Any:
+        n = graph.nodes[nid]
+        if n.op == INPUT:
+            return self.inputs.setdefault(n.attrs[0], random_value(n.ty, self.rng))
+        if n.op == CONST:
+            return as_exact(graph.constants[n.attrs[0]].value.numpy())
+        if n.op == TUPLE_NODE:
+            return tuple(xs)
+        if n.op == TGET:
+            return xs[0][n.attrs[0]]
+        if n.op == OPAQUE and s in self.shared_opaque:
+            return random_value(n.ty, self.rng)
+        if n.op != OPAQUE:
+            try:
+                return SEMANTICS[n.op](xs, n.attrs)
+            except NotCovered:
+                pass
+        self.tvm_nodes += 1
+        return run_with_tvm(graph, nid, xs)
+
+
+def flatten(value) -> list[np.ndarray]:
+    if isinstance(value, tuple):
+        return [a for v in value for a in flatten(v)]
+    return [np.asarray(value)]
+
+
+def relative_difference(ref: Any, got: Any) -> float:
+    """Largest |ref - got| of each output over the output's largest finite magnitude;
+    positions where the reference is not finite must match it exactly."""
+    worst = 0.0
+    for a, b in zip(flatten(ref), flatten(got)):
+        if a.shape != b.shape:
+            return math.inf
+        if not a.size:
+            continue
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        finite = np.isfinite(a)
+        if not np.array_equal(a[~finite], b[~finite], equal_nan=True):
+            return math.inf
+        if not finite.any():
+            continue
+        scale = float(np.max(np.abs(a[finite])))
+        diff = float(np.max(np.abs(a[finite] - b[finite])))
+        worst = max(worst, diff / scale if scale > 0 else diff)
+    return worst
+
+
+__all__ = ["Interpreter", "NotCovered", "SEMANTICS", "relative_difference", "run_with_tvm", "TensorTy"]
