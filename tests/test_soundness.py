@@ -185,15 +185,30 @@ def test_interpreter_matches_tvm_on_random_programs(seed):
         assert relative_difference(a, b) < (2e-2 if prog.dtype == "float16" else 1e-4)
 
 
-def test_validation_runs_uncovered_ops_through_tvm():
+def test_opaque_calls_are_random_functions_of_their_inputs():
     x = tensor("x", (2, 3))
-    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.cumsum(x, axis=1))))  # cumsum: opaque
-    g = graph.graph_from_block(mod["main"].body.blocks[0])
+
+    def body(bb, x):
+        a = bb.emit(R.cumsum(x, axis=1))  # cumsum: not modelled, opaque
+        b = bb.emit(R.cumsum(bb.emit(R.multiply(x, const((2, 3)))), axis=1))
+        return relax.Tuple([a, b])
+
+    g = graph.graph_from_block(module([x], body)["main"].body.blocks[0])
     interp = Interpreter(g)
-    (out,) = interp.outputs(g)
-    x0 = interp.inputs[0]
-    np.testing.assert_allclose(out, np.maximum(np.cumsum(x0.astype(np.float32), axis=1), 0), rtol=1e-5)
-    assert interp.tvm_nodes == 1
+    ((first, second),) = interp.outputs(g)
+    assert first.shape == (2, 3) and interp.tvm_nodes == 0
+    assert not np.allclose(first, second)  # other inputs, another value
+    same = interp._opaque(g.nodes[[n.op for n in g.nodes].index("Opaque")], [interp.inputs[0] * (1 + 1e-12)])
+    np.testing.assert_array_equal(first, same)  # the same inputs (to rounding), the same value
+    # an op the interpreter does not cover runs through TVM
+    y = tensor("y", (1, 2, 5, 5))
+    pool = module([y], lambda bb, y: R.nn.max_pool2d(y, pool_size=2, strides=2, ceil_mode=True))
+    pg = graph.graph_from_block(pool["main"].body.blocks[0])
+    pi = Interpreter(pg)
+    (out,) = pi.outputs(pg)
+    assert out.shape == (1, 2, 3, 3) and pi.tvm_nodes == 1
+    np.testing.assert_allclose(out[..., :2, :2], pi.inputs[0].reshape(1, 2, 5, 5)[..., :4, :4]
+                               .reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5)), rtol=1e-6)
 
 
 def test_the_pass_reports_validation():
@@ -201,7 +216,7 @@ def test_the_pass_reports_validation():
     _, report = tvm_eqsat.optimize(mod, "llvm", flow="default")
     f = report.functions["main"]
     if f.changed:
-        assert f.validation["blocks"] == 1 and f.validation["max_rel_diff"] < 1e-9
+        assert f.validation["blocks"] == 1 and f.validation["max_rel_diff"] < 1e-5
         assert "validate" in f.seconds
     _, report = tvm_eqsat.optimize(mod, "llvm", flow="default", validate=False)
     assert not report.functions["main"].validation

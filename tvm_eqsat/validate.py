@@ -1,10 +1,12 @@
 """Translation validation: the pass checks every rewritten block before returning it.
 
 The original block and its rewrite run on the same random inputs in the reference
-interpreter (``evaluate``, float64); a relative difference above ``RTOL`` on any
+interpreter (``evaluate``); a relative difference above ``RTOL`` on any
 output rejects the rewrite.  Random inputs can miss a bug that only some inputs
 expose (a rule that is wrong only where a value is zero, say); a rule that is
-wrong for the shapes and attributes at hand shows on any input.
+wrong for the shapes and attributes at hand shows on any input.  Ops the pass does
+not model (opaque calls) are never rewritten and are stood in for by random
+functions of their inputs, so what is checked is everything around them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from .evaluate import Interpreter, relative_difference
 from .graph import TensorGraph
 from .rules import RuleLibrary
 
-RTOL = 1e-5  # float64 evaluation: equal functions agree to ~1e-12; wrong rewrites differ by far more
+RTOL = 1e-4  # equal functions agree to ~1e-6 in float32; wrong rewrites differ by far more
 
 
 @dataclass
@@ -32,8 +34,7 @@ def validate(original: TensorGraph, new: TensorGraph, seed: int = 0, rtol: float
     """Compare ``new`` with ``original`` (same leaf tables) on one set of random inputs."""
     start = time.perf_counter()
     interp = Interpreter(original, seed)
-    interp.share_opaques(original, new)
-    ref, got = interp.outputs(original), interp.outputs(new)
+    ref, got = interp.outputs_of([original, new])
     worst, failed = 0.0, None
     for (var, _), a, b in zip(original.outputs, ref, got):
         diff = relative_difference(a, b)
