@@ -202,13 +202,28 @@ def test_opaque_calls_are_random_functions_of_their_inputs():
     np.testing.assert_array_equal(first, same)  # the same inputs (to rounding), the same value
     # an op the interpreter does not cover runs through TVM
     y = tensor("y", (1, 2, 5, 5))
-    pool = module([y], lambda bb, y: R.nn.max_pool2d(y, pool_size=2, strides=2, ceil_mode=True))
+    pool = module([y], lambda bb, y: R.nn.avg_pool2d(y, pool_size=2, strides=2, ceil_mode=True))
     pg = graph.graph_from_block(pool["main"].body.blocks[0])
     pi = Interpreter(pg)
     (out,) = pi.outputs(pg)
     assert out.shape == (1, 2, 3, 3) and pi.tvm_nodes == 1
-    np.testing.assert_allclose(out[..., :2, :2], pi.inputs[0].reshape(1, 2, 5, 5)[..., :4, :4]
-                               .reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5)), rtol=1e-6)
+    np.testing.assert_allclose(out[..., :2, :2], pi.inputs[0][..., :4, :4]
+                               .reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("size, stride, pad", [(3, 2, 0), (3, 2, 1), (2, 2, 0), (3, 3, 1)])
+@pytest.mark.parametrize("hw", [7, 8, 13])
+def test_interpreter_max_pool_ceil_mode_matches_tvm(size, stride, pad, hw):
+    from tvm_eqsat import verify
+
+    y = tensor("y", (1, 2, hw, hw))
+    mod = module([y], lambda bb, y: R.nn.max_pool2d(y, pool_size=size, strides=stride, padding=pad, ceil_mode=True))
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    interp = Interpreter(g)
+    (out,) = interp.outputs(g)
+    (ref,) = verify.run(mod, [interp.inputs[0]])
+    assert interp.tvm_nodes == 0 and out.shape == ref.shape
+    np.testing.assert_allclose(out, ref, rtol=1e-6)
 
 
 def test_the_pass_reports_validation():

@@ -102,9 +102,17 @@ def _conv2d(xs, a):
 def _pool(reduce: str):
     def run(xs, a):
         size, strides, padding, dilation, ceil_mode, count_include_pad, layout, out_layout = a
-        if ceil_mode:
-            raise NotCovered("pooling with ceil_mode")
         x = _to_layout(xs[0], layout, "NCHW")
+        if ceil_mode:  # windows may run past the end: pad bottom/right by what they need
+            if reduce != "max":
+                raise NotCovered("average pooling with ceil_mode")
+            padding = list(padding)
+            for axis, (lo, hi) in ((2, (0, 2)), (3, (1, 3))):
+                span = x.shape[axis] + padding[lo] + padding[hi] - dilation[axis - 2] * (size[axis - 2] - 1) - 1
+                out = -(-span // strides[axis - 2]) + 1
+                if (out - 1) * strides[axis - 2] >= x.shape[axis] + padding[lo]:
+                    out -= 1  # the last window must start inside the input or its leading padding
+                padding[hi] += max(0, (out - 1) * strides[axis - 2] - span)
         if reduce == "max":
             out = _windows(x, size, strides, padding, dilation, -np.inf).max(axis=(4, 5))
         else:
@@ -184,7 +192,7 @@ def _softmax(xs, a):
 
 def _float_only(fn: Callable) -> Callable:
     def run(xs, a):
-        if any(np.asarray(x).dtype != FLOAT for x in xs):
+        if any(not np.issubdtype(np.asarray(x).dtype, np.floating) for x in xs):
             raise NotCovered("integer operands")
         return fn(xs, a)
 
@@ -361,7 +369,7 @@ class Interpreter:
         if n.op == OPAQUE:
             return self._opaque(n, xs)
         try:
-            return SEMANTICS[n.op](xs, n.attrs)
+            return _held(SEMANTICS[n.op](xs, n.attrs))
         except NotCovered:
             self.tvm_nodes += 1
             return run_with_tvm(graph, nid, xs)
@@ -374,6 +382,14 @@ class Interpreter:
         out = random_value(n.ty, self.rng)
         calls.append((xs, out))
         return out
+
+
+def _held(value):
+    """Floats as the interpreter holds them (numpy promotes to float64 in places)."""
+    if isinstance(value, tuple):
+        return tuple(_held(v) for v in value)
+    value = np.asarray(value)
+    return value.astype(FLOAT) if value.dtype == np.float64 else value
 
 
 def _close(a, b) -> bool:
