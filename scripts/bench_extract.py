@@ -39,7 +39,8 @@ from tqdm import tqdm
 from tvm_eqsat import models
 from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import ENode, Snapshot
-from tvm_eqsat.extract import EXTRACTORS, _choice_cost, extract, ilp, snapshot_node_cost
+from tvm_eqsat.extract import EXTRACTORS, choice_cost, extract, snapshot_node_cost
+from tvm_eqsat.ilp import ilp
 from tvm_eqsat.graph import TensorTy
 
 FIELDS = [
@@ -251,12 +252,12 @@ def bench_snapshot(name, kind, block, snap, roots, grow_s, cost, ilp_limit, repe
             t = time.perf_counter()
             choice = extract(snap, roots, node_cost, method, ilp_limit)
             times.append(time.perf_counter() - t)
-        results[method] = (statistics.median(times), _choice_cost(snap, choice, roots, node_cost), {})
+        results[method] = (statistics.median(times), choice_cost(snap, choice, roots, node_cost), {})
     for method, options in ILPS.items():
         info: dict = {}
         t = time.perf_counter()
         choice = ilp(snap, node_cost, roots, ilp_limit, info=info, **options)
-        results[method] = (time.perf_counter() - t, _choice_cost(snap, choice, roots, node_cost), info)
+        results[method] = (time.perf_counter() - t, choice_cost(snap, choice, roots, node_cost), info)
     base = results["ilp"][1]
     rows = []
     for method, (seconds, dag, info) in results.items():

@@ -45,7 +45,7 @@ from tqdm import tqdm
 from tvm_eqsat import models
 from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import TensorEGraph
-from tvm_eqsat.extract import _choice_cost, extract, snapshot_node_cost
+from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import Unsupported, graph_from_block
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import MCTS_PRESETS, grow, mcts_config
@@ -116,7 +116,7 @@ def run_once(graph, library, search: str, kwargs: dict, limit: int, seed: int, c
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
     node_cost = snapshot_node_cost(snap, cost)
     choice = extract(snap, roots, node_cost, "ilp", ilp_s)
-    after = _choice_cost(snap, choice, roots, node_cost)
+    after = choice_cost(snap, choice, roots, node_cost)
     stats = result.stats
     return {
         "cost_after_us": after, "enodes": egraph.size(), "grow_s": grow_s, "extract_s": time.perf_counter() - t,

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from tvm_eqsat.egraph import ENode, Snapshot
-from tvm_eqsat.extract import EXTRACTORS, _choice_cost, dag_local, extract, greedy_dag, greedy_tree, ilp
+from tvm_eqsat.extract import EXTRACTORS, choice_cost, dag_local, extract, greedy_dag, greedy_tree
+from tvm_eqsat.ilp import ilp
 
 
 def snap_of(classes):
@@ -22,7 +23,7 @@ def brute_force(snap, roots, node_cost):
     best = math.inf
     for picks in itertools.product(*[range(len(c)) for c in snap.classes]):
         choice = {c: snap.classes[c][k] for c, k in enumerate(picks)}
-        best = min(best, _choice_cost(snap, choice, roots, node_cost))
+        best = min(best, choice_cost(snap, choice, roots, node_cost))
     return best
 
 
@@ -53,8 +54,8 @@ def test_tree_greedy_misses_the_merge_dag_aware_extractors_find_it():
     exact = brute_force(snap, roots, cost)
     chosen = ilp(snap, cost, roots, time_limit_s=10)
     assert chosen[3].op == "TGet" and chosen[4].op == "TGet"
-    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(exact)
-    assert exact < _choice_cost(snap, tree, roots, cost)
+    assert choice_cost(snap, chosen, roots, cost) == pytest.approx(exact)
+    assert exact < choice_cost(snap, tree, roots, cost)
 
 
 def test_dag_local_finds_the_merge_dag_greedy_misses():
@@ -63,7 +64,7 @@ def test_dag_local_finds_the_merge_dag_greedy_misses():
     assert greedy[3].op == "MatmulA"  # one user alone does not pay for the merged matmul
     chosen = dag_local(snap, cost, roots)
     assert chosen[3].op == "TGet" and chosen[4].op == "TGet"
-    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(brute_force(snap, roots, cost))
+    assert choice_cost(snap, chosen, roots, cost) == pytest.approx(brute_force(snap, roots, cost))
 
 
 def qkv_egraph(n=3):
@@ -94,8 +95,8 @@ def test_dag_local_takes_the_three_way_merge_over_pairs():
     chosen = dag_local(snap, cost, roots)
     merged = {chosen[c].attrs for c in _live(snap, chosen, roots) if chosen[c].op == "Merged"}
     assert merged == {(0, 1, 2)}
-    exact = _choice_cost(snap, ilp(snap, cost, roots), roots, cost)
-    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(exact)
+    exact = choice_cost(snap, ilp(snap, cost, roots), roots, cost)
+    assert choice_cost(snap, chosen, roots, cost) == pytest.approx(exact)
 
 
 def _live(snap, choice, roots):
@@ -126,9 +127,9 @@ def test_ilp_equals_brute_force_and_dag_greedy_is_never_better(seed):
     exact = brute_force(snap, roots, cost)
     if not math.isfinite(exact):
         pytest.skip("no acyclic term for this random e-graph")
-    by_ilp = _choice_cost(snap, extract(snap, roots, cost, "ilp"), roots, cost)
-    by_dag = _choice_cost(snap, extract(snap, roots, cost, "dag_greedy"), roots, cost)
-    by_local = _choice_cost(snap, extract(snap, roots, cost, "dag_local"), roots, cost)
+    by_ilp = choice_cost(snap, extract(snap, roots, cost, "ilp"), roots, cost)
+    by_dag = choice_cost(snap, extract(snap, roots, cost, "dag_greedy"), roots, cost)
+    by_local = choice_cost(snap, extract(snap, roots, cost, "dag_local"), roots, cost)
     assert by_ilp == pytest.approx(exact)
     assert math.isfinite(by_dag) and by_dag >= exact - 1e-9  # acyclic, never below the optimum
     assert math.isfinite(by_local) and exact - 1e-9 <= by_local <= by_dag + 1e-9
@@ -157,30 +158,24 @@ def random_shared_egraph(rng, n_classes=40):
 def test_shrinking_keeps_the_ilp_optimum_and_dag_local_stays_above_it(seed):
     snap, roots, cost = random_shared_egraph(random.Random(seed))
     plain, shrunk = {}, {}
-    by_plain = _choice_cost(snap, ilp(snap, cost, roots, shrink=False, info=plain), roots, cost)
-    by_shrunk = _choice_cost(snap, ilp(snap, cost, roots, info=shrunk), roots, cost)
+    by_plain = choice_cost(snap, ilp(snap, cost, roots, shrink=False, info=plain), roots, cost)
+    by_shrunk = choice_cost(snap, ilp(snap, cost, roots, info=shrunk), roots, cost)
     if not math.isfinite(by_plain):
         pytest.skip("no acyclic term for this random e-graph")
     assert plain["status"] == shrunk["status"] == "Optimal"
     assert by_shrunk == pytest.approx(by_plain)
     assert shrunk["ilp_nodes"] <= plain["ilp_nodes"]
-    by_local = _choice_cost(snap, dag_local(snap, cost, roots), roots, cost)
-    by_dag = _choice_cost(snap, greedy_dag(snap, cost, roots), roots, cost)
+    by_local = choice_cost(snap, dag_local(snap, cost, roots), roots, cost)
+    by_dag = choice_cost(snap, greedy_dag(snap, cost, roots), roots, cost)
     assert by_plain - 1e-9 <= by_local <= by_dag + 1e-9
 
 
-def test_ilp_without_the_warm_start_binding_uses_milp(monkeypatch):
-    import sys
-
-    import scipy.optimize._highspy
-
-    monkeypatch.delattr(scipy.optimize._highspy, "_core")  # the import fails ...
-    monkeypatch.setitem(sys.modules, "scipy.optimize._highspy._core", None)
+def test_ilp_starts_from_the_local_search_answer():
     snap, roots, cost = qkv_egraph(3)
     info = {}
     chosen = ilp(snap, cost, roots, info=info)
-    assert info["status"] == "Optimal" and not info["warm_start"]  # ... so milp ran, with a cut-off row
-    assert _choice_cost(snap, chosen, roots, cost) == pytest.approx(5.0 + 15.0 + 0.01 + 3 * 0.01 + 1.0)
+    assert info["status"] == "Optimal" and info["warm_start"]  # highspy took dag_local's answer as incumbent
+    assert choice_cost(snap, chosen, roots, cost) == pytest.approx(5.0 + 15.0 + 0.01 + 3 * 0.01 + 1.0)
 
 
 def test_dag_local_out_of_time_returns_the_dag_greedy_answer():
@@ -199,7 +194,7 @@ def test_cycles_are_never_extracted():
     snap = snap_of(classes)
     for method in EXTRACTORS:
         choice = extract(snap, [2], costs, method)
-        assert math.isfinite(_choice_cost(snap, choice, [2], costs)), method
+        assert math.isfinite(choice_cost(snap, choice, [2], costs)), method
         assert choice[1].op == "h"
 
 

@@ -8,7 +8,7 @@ from tvm.relax import op as R
 import tvm_eqsat
 from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import TensorEGraph
-from tvm_eqsat.extract import _choice_cost, extract, snapshot_node_cost
+from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import graph_from_block
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import MCTS_PRESETS, SEARCHES, grow, mcts_config
@@ -67,7 +67,7 @@ def _grow(mod, method, node_limit, families=None, seconds=60.0, **kwargs):
     snap = egraph.snapshot()
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
     node_cost = snapshot_node_cost(snap, COST)
-    cost = _choice_cost(snap, extract(snap, roots, node_cost, "ilp", 30), roots, node_cost)
+    cost = choice_cost(snap, extract(snap, roots, node_cost, "ilp", 30), roots, node_cost)
     return egraph, result, cost
 
 

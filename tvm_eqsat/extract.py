@@ -39,6 +39,7 @@ from typing import Callable
 
 import numpy as np
 
+from .cost import EPSILON_US
 from .egraph import ENode, Snapshot
 from .graph import Node, TensorGraph, Unsupported, topological_order
 
@@ -48,12 +49,11 @@ EXTRACTORS = ("greedy", "dag_greedy", "dag_local", "ilp")
 
 NodeCost = Callable[[int, ENode], float]  # (class id, e-node) -> cost
 
-# A class computable from leaves through nodes this cheap counts as free in the
-# ILP (the roofline model charges 1e-6 us for folded constants, views and inputs).
-FREE_COST = 1e-5
+# A class computable from leaves through nodes this cheap counts as free: the cost
+# models charge EPSILON_US for what folds at compile time, views and inputs.
+FREE_COST = 10 * EPSILON_US
 
-
-def _gc_paused(fn):
+def gc_paused(fn):
     """Run fn with the cyclic garbage collector paused.
 
     The extractors allocate many small objects, which triggers collections; in a
@@ -117,7 +117,7 @@ def _reachable_classes(snap: Snapshot, roots: list[int]) -> list[int]:
     return sorted(seen)
 
 
-class _Graph:
+class ClassGraph:
     """The e-graph below the roots as flat lists (costs computed once), shared by the DAG extractors.
 
     ``kids[c][k]`` are the distinct child classes of node k of class c; a node that
@@ -161,8 +161,8 @@ def _bits_cost(bits: int, own: list[float], own_np: np.ndarray, nbytes: int) -> 
     return float(own_np[np.flatnonzero(mask)].sum())
 
 
-def _greedy_dag(g: _Graph) -> tuple[dict[int, int], dict[int, float]]:
-    """DAG-greedy on a _Graph: (class -> node index, class -> DAG cost of its sub-DAG).
+def greedy_dag_start(g: ClassGraph) -> tuple[dict[int, int], dict[int, float]]:
+    """DAG-greedy on a ClassGraph: (class -> node index, class -> DAG cost of its sub-DAG).
 
     Sub-DAGs are bit sets of classes.  A node is costed once, when its last child
     class is settled: own cost plus the union of its children's sets, each class
@@ -217,14 +217,14 @@ def _greedy_dag(g: _Graph) -> tuple[dict[int, int], dict[int, float]]:
     return choice, best
 
 
-@_gc_paused
+@gc_paused
 def greedy_dag(snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> dict[int, ENode]:
     """Best node per class under DAG cost: each class in a sub-DAG is paid once."""
-    g = _Graph(snap, node_cost, roots)
-    return g.choice(_greedy_dag(g)[0])
+    g = ClassGraph(snap, node_cost, roots)
+    return g.choice(greedy_dag_start(g)[0])
 
 
-def _components(classes, kids_of) -> dict[int, int]:
+def components(classes, kids_of) -> dict[int, int]:
     """Strongly connected components (iterative Tarjan): class -> component id.
 
     A cycle can only run inside one component, so acyclicity needs checking
@@ -284,7 +284,7 @@ class _LocalSearch:
     move that does not pay can be undone.
     """
 
-    def __init__(self, g: _Graph, choice: dict[int, int], best: dict[int, float]) -> None:
+    def __init__(self, g: ClassGraph, choice: dict[int, int], best: dict[int, float]) -> None:
         n = len(g.snap.classes)
         self.g = g
         self.best = best
@@ -302,7 +302,7 @@ class _LocalSearch:
         self.log: list[tuple[int, int]] = []  # (class, previous node) per switch, to undo a move
         self.touched: list[int] = []  # classes that switched or entered/left the DAG (kept moves only)
         kids_of = lambda c: [d for k, kids in enumerate(g.kids[c]) if g.usable(c, k) for d in kids]  # noqa: E731
-        self.comp = _components(g.classes, kids_of)
+        self.comp = components(g.classes, kids_of)
         sizes: dict[int, int] = {}
         for c in g.classes:
             sizes[self.comp[c]] = sizes.get(self.comp[c], 0) + 1
@@ -499,7 +499,7 @@ class _LocalSearch:
         return improved
 
 
-def _improve(g: _Graph, start: dict[int, int], best: dict[int, float], time_limit_s: float, max_rounds: int = 8):
+def improve(g: ClassGraph, start: dict[int, int], best: dict[int, float], time_limit_s: float, max_rounds: int = 8):
     """Local search from a DAG-greedy choice (class -> node index) until no move pays or time is up."""
     deadline = time.perf_counter() + time_limit_s
     if any(r not in start for r in g.roots):
@@ -523,303 +523,22 @@ def _improve(g: _Graph, start: dict[int, int], best: dict[int, float], time_limi
     return choice
 
 
-@_gc_paused
+@gc_paused
 def dag_local(snap: Snapshot, node_cost: NodeCost, roots: list[int], time_limit_s: float = 1.0) -> dict[int, ENode]:
     """DAG-greedy, then local search on the DAG cost until no move pays (or the time is up)."""
     t = time.perf_counter()
-    g = _Graph(snap, node_cost, roots)
-    start, best = _greedy_dag(g)
-    return g.choice(_improve(g, start, best, time_limit_s - (time.perf_counter() - t)))
+    g = ClassGraph(snap, node_cost, roots)
+    start, best = greedy_dag_start(g)
+    return g.choice(improve(g, start, best, time_limit_s - (time.perf_counter() - t)))
 
 
-def _choice_cost(snap: Snapshot, choice: dict[int, ENode], roots: list[int], node_cost: NodeCost) -> float:
+def choice_cost(snap: Snapshot, choice: dict[int, ENode], roots: list[int], node_cost: NodeCost) -> float:
     """DAG cost of a choice from the roots; inf if it is cyclic or incomplete."""
     try:
         order = topological_order(roots, lambda c: choice[c].children)
     except Unsupported:
         return math.inf
     return sum(node_cost(c, choice[c]) for c in order)
-
-
-class _IlpNode:
-    """One binary of the ILP: an e-node, or a chain of them after collapsing single-use classes."""
-
-    __slots__ = ("cls", "cost", "kids", "members")
-
-    def __init__(self, cls: int, cost: float, kids: set[int], members: list[tuple[int, int]]) -> None:
-        self.cls, self.cost, self.kids, self.members = cls, cost, kids, members
-
-
-def _ilp_nodes(g: _Graph, productive: set[int], shrink: bool) -> tuple[list[_IlpNode], dict[int, int]]:
-    """The ILP's nodes, and the classes fixed outside it (class -> node index).
-
-    Without ``shrink``: every usable node of every class below the roots.  With it:
-    1. free classes (computable from leaves through nodes of cost <= FREE_COST:
-       inputs, weights and what folds from them) are fixed and drop out;
-    2. nodes reading a class with no acyclic term are dropped;
-    3. a node is dropped when another node of its class costs no more and reads a
-       subset of its children (any solution can swap one for the other);
-    4. classes no longer reachable from the roots are dropped;
-    5. a class with one node is folded into the nodes that read it when there is
-       one reader (it is computed exactly when its reader is) or when the node is
-       free (a split, a tuple item: paying it once per reader costs nothing).
-    """
-    if not shrink:
-        nodes = [
-            _IlpNode(c, g.cost[c][k], set(kids), [(c, k)])
-            for c in g.classes
-            for k, kids in enumerate(g.kids[c])
-            if g.usable(c, k)
-        ]
-        return nodes, {}
-    free: dict[int, int] = {}
-    changed = True
-    while changed:
-        changed = False
-        for c in g.classes:
-            if c in free:
-                continue
-            for k, kids in enumerate(g.kids[c]):
-                if g.cost[c][k] <= FREE_COST and g.usable(c, k) and all(d in free for d in kids):
-                    free[c] = k
-                    changed = True
-                    break
-    by_class: dict[int, list[_IlpNode]] = {}
-    for c in g.classes:
-        if c in free:
-            continue
-        options = []
-        for k, kids in enumerate(g.kids[c]):
-            if g.usable(c, k) and all(d in productive for d in kids):
-                options.append(_IlpNode(c, g.cost[c][k], {d for d in kids if d not in free}, [(c, k)]))
-        kept = []  # drop dominated nodes (ties: the earlier node stays)
-        for i, a in enumerate(options):
-            if not any(
-                b.cost <= a.cost and b.kids <= a.kids and (b.cost < a.cost or b.kids < a.kids or j < i)
-                for j, b in enumerate(options)
-                if j != i
-            ):
-                kept.append(a)
-        by_class[c] = kept
-    roots = [r for r in g.roots if r not in free]
-    seen, stack = set(roots), list(roots)  # reachable through the kept nodes
-    while stack:
-        for node in by_class[stack.pop()]:
-            for d in node.kids - seen:
-                seen.add(d)
-                stack.append(d)
-    by_class = {c: by_class[c] for c in seen}
-    readers: dict[int, set[int]] = {c: set() for c in by_class}
-    nodes: dict[int, _IlpNode] = {}
-    for nodes_of_c in by_class.values():
-        for node in nodes_of_c:
-            nodes[id(node)] = node
-            for d in node.kids:
-                readers[d].add(id(node))
-    work, root_set = list(by_class), set(roots)
-    while work:
-        s = work.pop()
-        if s in root_set or s not in by_class or len(by_class[s]) != 1 or not readers[s]:
-            continue
-        (single,) = by_class[s]
-        if len(readers[s]) > 1 and single.cost > FREE_COST:
-            continue
-        targets = [nodes[r] for r in readers[s]]
-        if any(reader.cls in single.kids for reader in targets):
-            continue
-        for d in single.kids:
-            readers[d].discard(id(single))
-            readers[d].update(id(reader) for reader in targets)
-            work.append(d)
-        for reader in targets:
-            reader.kids = (reader.kids - {s}) | single.kids
-            reader.cost += single.cost
-            reader.members = reader.members + single.members
-        del by_class[s], readers[s], nodes[id(single)]
-    return [node for nodes_of_c in by_class.values() for node in nodes_of_c], free
-
-
-def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, cutoff, rel_gap):
-    """Solve the MILP with HiGHS: (x or None, outcome).
-
-    scipy's ``milp`` takes no starting solution, so the start goes in through
-    the HiGHS binding scipy ships (``scipy.optimize._highspy``, pinned scipy):
-    HiGHS then holds a good incumbent from the first second and spends its time
-    on the bound.  Without that binding, ``milp`` with the start's cost as a
-    cut-off row.
-    """
-    integrality = np.concatenate([np.ones(n_x), np.zeros(len(cost) - n_x)])
-    try:
-        from scipy.optimize._highspy import _core as hc
-    except ImportError:
-        hc = None
-    if hc is not None and x0 is not None:
-        csc = a.tocsc()
-        lp = hc.HighsLp()
-        lp.num_col_, lp.num_row_ = csc.shape[1], csc.shape[0]
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, np.zeros(len(cost)), upper
-        lp.row_lower_, lp.row_upper_ = np.asarray(lo, float), np.asarray(hi, float)
-        lp.a_matrix_.format_ = hc.MatrixFormat.kColwise
-        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = csc.shape[1], csc.shape[0]
-        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = csc.indptr, csc.indices, csc.data
-        lp.integrality_ = [hc.HighsVarType.kInteger if i else hc.HighsVarType.kContinuous for i in integrality]
-        h = hc._Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("time_limit", max(time_limit_s, 0.01))
-        h.setOptionValue("mip_rel_gap", rel_gap)
-        h.passModel(lp)
-        start = hc.HighsSolution()
-        start.col_value, start.value_valid = list(x0), True
-        h.setSolution(start)
-        h.run()
-        status, info, solution = h.getModelStatus(), h.getInfo(), h.getSolution()
-        x = np.asarray(solution.col_value) if solution.value_valid else None
-        outcome = {"status": h.modelStatusToString(status), "gap": info.mip_gap, "bound": info.mip_dual_bound}
-        outcome["warm_start"] = True
-        return x, outcome
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import vstack
-
-    if math.isfinite(cutoff):
-        a = vstack([a, cost[None, :]]).tocsr()
-        lo, hi = list(lo) + [-math.inf], list(hi) + [cutoff + 1e-9]
-    res = milp(
-        cost,
-        constraints=[LinearConstraint(a, lo, hi)],
-        integrality=integrality,
-        bounds=Bounds(np.zeros(len(cost)), upper),
-        options={"time_limit": max(time_limit_s, 0.01), "mip_rel_gap": rel_gap, "disp": False},
-    )
-    status = {0: "Optimal", 1: "Time limit reached", 2: "Infeasible"}.get(res.status, res.message)
-    outcome = {"status": status, "gap": getattr(res, "mip_gap", None), "bound": getattr(res, "mip_dual_bound", None)}
-    outcome["warm_start"] = False
-    return res.x, outcome
-
-
-@_gc_paused
-def ilp(
-    snap: Snapshot,
-    node_cost: NodeCost,
-    roots: list[int],
-    time_limit_s: float = 30.0,
-    start: dict[int, ENode] | None = None,
-    shrink: bool = True,
-    info: dict | None = None,
-    rel_gap: float = 1e-4,
-) -> dict[int, ENode]:
-    """The DAG-cost optimum by mixed-integer programming (HiGHS).
-
-    The solver stops once its answer is within ``rel_gap`` of its bound (HiGHS's
-    default 1e-4: optimal for our purposes; 1e-2 is much faster on large e-graphs).
-
-    The start (by default ``dag_local``'s answer) is the solver's first
-    incumbent, and what comes back when the solver finds nothing better in time.
-    ``info``, when given, is filled with the problem size and the solver's outcome.
-    """
-    from scipy.sparse import coo_matrix
-
-    deadline = time.perf_counter() + time_limit_s
-    g = _Graph(snap, node_cost, roots)
-    greedy, best = _greedy_dag(g)
-    if start is None:
-        start = g.choice(_improve(g, greedy, best, min(1.0, time_limit_s / 10)))
-    start_cost = _choice_cost(snap, start, roots, node_cost)
-    nodes, fixed = _ilp_nodes(g, set(greedy), shrink)
-    classes = sorted({node.cls for node in nodes})
-    n_x = len(nodes)
-    by_class: dict[int, list[int]] = {c: [] for c in classes}
-    for j, node in enumerate(nodes):
-        by_class[node.cls].append(j)
-    # ordering variables (acyclicity) only where a cycle is possible: inside a component
-    if shrink:
-        comp = _components(classes, lambda c: [d for j in by_class[c] for d in nodes[j].kids if d in by_class])
-        sizes: dict[int, int] = {}
-        for c in classes:
-            sizes[comp[c]] = sizes.get(comp[c], 0) + 1
-        ordered = [c for c in classes if sizes[comp[c]] > 1]
-    else:
-        comp, ordered = {c: 0 for c in classes}, classes
-    order = {c: n_x + i for i, c in enumerate(ordered)}
-    n_t = len(ordered)
-    big_m = float(max(n_t, 1))
-    cost = np.array([node.cost for node in nodes] + [0.0] * n_t)
-    rows, cols, vals, lo, hi = [], [], [], [], []
-    r = 0
-
-    def add_row(entries: list[tuple[int, float]], low: float, high: float) -> None:
-        nonlocal r
-        for col, val in entries:
-            rows.append(r)
-            cols.append(col)
-            vals.append(val)
-        lo.append(low)
-        hi.append(high)
-        r += 1
-
-    infeasible = False
-    for root in set(roots) - set(fixed):  # every root class is computed
-        if root not in by_class:
-            infeasible = True
-            break
-        add_row([(j, 1.0) for j in by_class[root]], 1.0, math.inf)
-    for c in classes:  # at most one node per class
-        if len(by_class[c]) > 1:
-            add_row([(j, 1.0) for j in by_class[c]], 0.0, 1.0)
-    for j, node in enumerate(nodes):
-        for child in node.kids:
-            # a chosen node needs its child class computed ...
-            add_row([(j, -1.0)] + [(k, 1.0) for k in by_class.get(child, [])], 0.0, math.inf)
-            # ... and earlier in a topological order: t_c - t_child >= 1 - M (1 - x_j)
-            if node.cls in order and comp.get(child) == comp[node.cls]:
-                add_row([(order[node.cls], 1.0), (order[child], -1.0), (j, -big_m)], 1.0 - big_m, math.inf)
-    stats = {"ilp_nodes": n_x, "ilp_classes": len(classes), "ilp_rows": r, "fixed_classes": len(fixed)}
-    x, t = None, time.perf_counter()
-    if n_x and not infeasible:
-        a = coo_matrix((vals, (rows, cols)), shape=(r, n_x + n_t)).tocsr()
-        x0 = _start_vector(start, roots, nodes, by_class, order, n_t, a, lo, hi)
-        upper = np.concatenate([np.ones(n_x), np.full(n_t, big_m)])
-        x, outcome = _solve(cost, a, lo, hi, n_x, upper, deadline - t, x0, start_cost, rel_gap)
-        stats.update(outcome)
-    stats["solve_s"] = round(time.perf_counter() - t, 3)
-    log.debug("ILP: %s", stats)
-    if info is not None:
-        info.update(stats)
-    chosen_index = dict(fixed)
-    if x is not None:
-        for j, node in enumerate(nodes):
-            if x[j] > 0.5:
-                chosen_index.update(node.members)
-    chosen = g.choice(chosen_index)
-    if _choice_cost(snap, chosen, roots, node_cost) < start_cost:
-        return chosen
-    return start
-
-
-def _start_vector(start, roots, nodes, by_class, order, n_t, a, lo, hi):
-    """The start as a solution of the ILP, or None where it is not one.
-
-    A class of the start's DAG takes a column whose child classes are all in the
-    start's DAG (its own node, or what replaced it when shrinking), the cheapest.
-    """
-    try:
-        live = topological_order(roots, lambda c: start[c].children)
-    except Unsupported:
-        return None
-    rank = {c: i for i, c in enumerate(live)}
-    x0 = np.zeros(len(nodes) + n_t)
-    for c in live:
-        if c not in by_class:
-            continue
-        fits = [j for j in by_class[c] if all(d in rank and rank[d] < rank[c] for d in nodes[j].kids)]
-        if not fits:
-            return None
-        x0[min(fits, key=lambda j: nodes[j].cost)] = 1.0
-    for i, c in enumerate(c for c in live if c in order):  # children first, within 0..n_t-1
-        x0[order[c]] = i
-    ax = a @ x0
-    if np.any(ax < np.asarray(lo) - 1e-9) or np.any(ax > np.asarray(hi) + 1e-9):
-        return None
-    return x0
 
 
 def extract(
@@ -836,6 +555,8 @@ def extract(
     elif method == "dag_local":
         choice = dag_local(snap, node_cost, roots, time_limit_s)
     elif method == "ilp":
+        from .ilp import ilp
+
         choice = ilp(snap, node_cost, roots, time_limit_s)
     else:
         raise ValueError(f"unknown extractor {method!r}; available: {EXTRACTORS}")

@@ -450,7 +450,7 @@ class _Mcts:
         if got is not None:
             self.stats["cache_hits"] += 1
             return got
-        from .extract import _choice_cost, extract
+        from .extract import choice_cost, extract
         from .graph import Unsupported
 
         t = time.perf_counter()
@@ -477,7 +477,7 @@ class _Mcts:
 
         try:
             choice = extract(snap, roots, node_cost, self.extractor, self.cfg.reward_time_s)
-            value = _choice_cost(snap, choice, roots, node_cost)
+            value = choice_cost(snap, choice, roots, node_cost)
         except Unsupported:
             value = math.inf
         self.costs[fp] = value

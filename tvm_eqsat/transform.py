@@ -19,7 +19,6 @@ import tvm
 from tvm import relax
 
 from . import cost as cost_mod
-from . import speed_check
 from .alarms import diagnose
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
@@ -390,6 +389,8 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
 def _speed_checked(mod: tvm.IRModule, new_mod: tvm.IRModule, target: tvm.target.Target, opts: Options,
                    report: Report) -> tvm.IRModule:
     """``new_mod`` if the measured speed check keeps it, else ``mod`` (``speed_check``)."""
+    from . import speed_check  # imports MetaSchedule: only when a speed check runs
+
     result = speed_check.check(mod, new_mod, target, opts.flow, tune_dir=opts.tune_dir, trials=opts.tune_trials)
     report.speed_check = result.to_dict()
     log.info("%s", speed_check.describe(result))
