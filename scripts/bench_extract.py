@@ -124,7 +124,7 @@ def real_snapshots(name: str, node_limit: int):
     from tvm_eqsat.egraph import TensorEGraph
     from tvm_eqsat.graph import Unsupported, graph_from_block
     from tvm_eqsat.rules import load_library
-    from tvm_eqsat.search import saturate
+    from tvm_eqsat.saturate import saturate
 
     build, limit = REAL[name]
     model = build()

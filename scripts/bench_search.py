@@ -48,7 +48,8 @@ from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import Unsupported, graph_from_block
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.search import MCTS_PRESETS, grow, mcts_config
+from tvm_eqsat.mcts import MCTS_PRESETS, mcts_config
+from tvm_eqsat.search import grow
 
 SMALL = [
     "bert-small", "resnext50", "inception-v3", "nasnet-a", "nasrnn",

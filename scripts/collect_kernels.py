@@ -48,7 +48,7 @@ from tvm_eqsat.measure import (
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.search import saturate
+from tvm_eqsat.saturate import saturate
 from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row
 
 ROOT = Path(__file__).resolve().parent.parent

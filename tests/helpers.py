@@ -75,7 +75,7 @@ def rewritten_variant(mod: tvm.IRModule, rules, func: str = "main"):
     from tvm_eqsat.egraph import TensorEGraph
     from tvm_eqsat.extract import choice_to_graph, extract
     from tvm_eqsat.rules import load_library
-    from tvm_eqsat.search import saturate
+    from tvm_eqsat.saturate import saturate
     from tvm_eqsat.transform import _with_blocks
 
     f = mod[func]

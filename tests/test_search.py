@@ -11,7 +11,8 @@ from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import graph_from_block
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.search import MCTS_PRESETS, SEARCHES, grow, mcts_config
+from tvm_eqsat.mcts import MCTS_PRESETS, mcts_config
+from tvm_eqsat.search import SEARCHES, grow
 
 from helpers import assert_close, const, module, tensor
 
@@ -245,3 +246,28 @@ def test_multi_limit_is_validated():
         with pytest.raises(ValueError):
             tvm_eqsat.make_options(multi_limit=bad)
     assert tvm_eqsat.make_options(multi_limit=2).multi_limit == 2
+
+
+def test_saturation_keeps_one_saved_copy_whatever_the_iterations():
+    eg, res, _ = _grow(layered_module(), "saturate", 20000)
+    assert res.iterations >= 3 and len(eg._saved) == 1
+
+
+@pytest.mark.parametrize("limit", [55, 60])
+def test_family_rollback_keeps_what_fits_and_mcts_still_chooses_better(limit):
+    families = ["algebra", "merges"]
+    mod = merge_module()
+    whole_eg, whole, whole_cost = _grow(mod, "saturate", limit, families)
+    eg, per_family, family_cost = _grow(mod, "saturate", limit, families, rollback="family")
+    assert whole.iterations == 0 and per_family.iterations >= 1  # the whole iteration kept nothing
+    assert whole_eg.size() < eg.size() <= limit and per_family.stop_reason == "node limit"
+    assert per_family.rules_applied.get("add-commute") and not per_family.rules_applied.get("matmul-merge")
+    assert family_cost <= whole_cost
+    # algebra fits first and leaves no room for the merges; MCTS merges first
+    _, _, mcts_cost = _grow(mod, "mcts", limit, families)
+    assert mcts_cost < family_cost * (1 - 1e-6)
+
+
+def test_saturate_rollback_is_validated():
+    with pytest.raises(ValueError, match="rollback"):
+        _grow(merge_module(), "saturate", 100, rollback="everything")

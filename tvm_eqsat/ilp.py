@@ -133,7 +133,7 @@ def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap):
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = csc.shape[1], csc.shape[0]
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = csc.indptr, csc.indices, csc.data
     lp.integrality_ = [highspy.HighsVarType.kInteger] * n_x + [highspy.HighsVarType.kContinuous] * (len(cost) - n_x)
-    h = highspy.Highs()
+    h = highspy._Highs()  # the binding's core class: highspy.Highs() prints a banner when made
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(time_limit_s, 0.01))
     h.setOptionValue("mip_rel_gap", rel_gap)

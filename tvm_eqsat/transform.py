@@ -25,7 +25,8 @@ from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_no
 from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block
 from .report import FunctionReport, Report
 from .rules import RuleLibrary, load_library
-from .search import MCTS_PRESETS, SEARCHES, grow
+from .mcts import MCTS_PRESETS
+from .search import SEARCHES, grow
 from .validate import suspects, validate
 
 log = logging.getLogger("tvm_eqsat")
