@@ -40,10 +40,10 @@ from tqdm import tqdm
 
 from tvm_eqsat import models, optimize
 from tvm_eqsat.egraph import TensorEGraph
-from tvm_eqsat.graph import TensorTy
+from tvm_eqsat.graph import TensorTy, module_graphs
 from tvm_eqsat.measure import (
-    CALIBRATION_SIZES, build_workload, elementwise_ns, kernel_out_ty, kernel_workloads, measure, module_graphs,
-    module_workloads, nvcc_compile,
+    CALIBRATION_SIZES, build_workload, elementwise_ns, kernel_out_ty, kernel_workloads, measure, module_workloads,
+    nvcc_compile,
 )
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops

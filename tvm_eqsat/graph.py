@@ -343,3 +343,48 @@ def block_from_graph(g: TensorGraph) -> Any:
             bindings.append(relax.VarBinding(var, exprs[nid]))
             emitted_outputs.add(var)
     return relax.DataflowBlock(bindings)
+
+
+# ---------------------------------------------------------------- modules
+
+SKIP_ATTRS = ("Primitive", "Codegen", "Composite")
+
+
+def skip_reason(func) -> str | None:
+    if not isinstance(func, relax.Function):
+        return "not a Relax function"
+    attrs = func.attrs
+    for key in SKIP_ATTRS:
+        if attrs is not None and key in attrs:
+            return f"function has attribute {key} (already lowered or offloaded)"
+    if not isinstance(func.body, relax.SeqExpr):
+        return "body is not a sequence of binding blocks"
+    if not any(isinstance(b, relax.DataflowBlock) for b in func.body.blocks):
+        return "no dataflow block (non-dataflow code is left unchanged)"
+    return None
+
+
+def weight_params(func, fold_weights: bool = False) -> list:
+    """Parameters costed as constants: those after ``num_input`` when the user says the
+    deployment transforms them once (``fold_weights``, e.g. with ``LiftTransformParams``);
+    otherwise none, since the default pipeline folds only bound constants."""
+    attrs = func.attrs
+    if not fold_weights or attrs is None or "num_input" not in attrs:
+        return []
+    return list(func.params[int(attrs["num_input"]) :])
+
+
+def module_graphs(mod: tvm.IRModule, fold_weights: bool = False):
+    """The TensorGraph of every dataflow block of every function the pass would read,
+    with the same weights (blocks it cannot model are skipped): what the pass costs."""
+    for _, func in mod.functions.items():
+        if skip_reason(func) is not None:
+            continue
+        weights = weight_params(func, fold_weights)
+        for block in func.body.blocks:
+            if isinstance(block, relax.DataflowBlock):
+                try:
+                    yield graph_from_block(block, weights)
+                except Unsupported:
+                    continue
+

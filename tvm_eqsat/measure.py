@@ -21,7 +21,7 @@ from tvm import relax
 
 from . import ops
 from .cost import FLOWS  # the build flows, named once
-from .graph import TensorTy, Unsupported, graph_from_block, ty_of
+from .graph import TensorTy, module_graphs, ty_of
 from .workload import Epilogue, Workload
 from .tune import RPCDevice, build, tune, use_all_cores
 from .verify import random_inputs
@@ -204,19 +204,6 @@ def kernel_workloads(graph) -> list[Workload]:
             cur = users[cur][0]
         out.append(Workload(n.op, n.attrs, in_tys, tuple(epilogue)))
     return out
-
-
-def module_graphs(mod: tvm.IRModule):
-    """The TensorGraph of every dataflow block of every Relax function (blocks we cannot read are skipped)."""
-    for _, func in mod.functions.items():
-        if not isinstance(func, relax.Function) or not isinstance(func.body, relax.SeqExpr):
-            continue
-        for block in func.body.blocks:
-            if isinstance(block, relax.DataflowBlock):
-                try:
-                    yield graph_from_block(block)
-                except Unsupported:
-                    continue
 
 
 def module_workloads(mod: tvm.IRModule) -> list[Workload]:

@@ -22,7 +22,7 @@ from . import cost as cost_mod
 from .alarms import diagnose
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
-from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block
+from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block, module_graphs, skip_reason, weight_params
 from .report import FunctionReport, Report
 from .rules import RuleLibrary, load_library
 from .mcts import MCTS_PRESETS
@@ -32,7 +32,6 @@ from .validate import suspects, validate
 log = logging.getLogger("tvm_eqsat")
 
 SUPPORTED_TARGETS = ("llvm", "cuda")
-SKIP_ATTRS = ("Primitive", "Codegen", "Composite")
 MIN_GAIN = 1e-6  # relative predicted gain below which a rewrite is not worth a change
 
 
@@ -224,40 +223,16 @@ def _validate(graph: TensorGraph, new_graph: TensorGraph, ctx: _Context, report:
         )
 
 
-def _skip_reason(func) -> str | None:
-    if not isinstance(func, relax.Function):
-        return "not a Relax function"
-    attrs = func.attrs
-    for key in SKIP_ATTRS:
-        if attrs is not None and key in attrs:
-            return f"function has attribute {key} (already lowered or offloaded)"
-    if not isinstance(func.body, relax.SeqExpr):
-        return "body is not a sequence of binding blocks"
-    if not any(isinstance(b, relax.DataflowBlock) for b in func.body.blocks):
-        return "no dataflow block (non-dataflow code is left unchanged)"
-    return None
-
-
-def _weights(func, fold_weights: bool = False) -> list:
-    """Parameters costed as constants: those after ``num_input`` when the user says the
-    deployment transforms them once (``fold_weights``, e.g. with ``LiftTransformParams``);
-    otherwise none, since the default pipeline folds only bound constants."""
-    attrs = func.attrs
-    if not fold_weights or attrs is None or "num_input" not in attrs:
-        return []
-    return list(func.params[int(attrs["num_input"]) :])
-
-
 def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
     """(new function or None, report) for one function; never raises for bad IR."""
     report = FunctionReport(name)
     start = time.perf_counter()
-    reason = _skip_reason(func)
+    reason = skip_reason(func)
     if reason is not None:
         report.skipped.append(reason)
         log.info("%s left unchanged: %s", name, reason)
         return None, report
-    weights = _weights(func, ctx.opts.fold_weights)
+    weights = weight_params(func, ctx.opts.fold_weights)
     blocks = list(func.body.blocks)
     changed = False
     for i, block in enumerate(blocks):
@@ -312,16 +287,7 @@ def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roo
     ``cost_before``/``cost_after`` measure).  Blocks it cannot read count nothing."""
     tgt = _target_or_current(resolve_target(target) if target is not None else None)
     cost = cost_mod.make_cost_model(cost_model, tgt.kind.name, flow)
-    graphs = []
-    for _, func in mod.functions.items():
-        if not isinstance(func, relax.Function) or _skip_reason(func) is not None:
-            continue
-        for block in func.body.blocks:
-            if isinstance(block, relax.DataflowBlock):
-                try:
-                    graphs.append(graph_from_block(block, _weights(func, fold_weights)))
-                except Unsupported:
-                    continue
+    graphs = list(module_graphs(mod, fold_weights))
     if hasattr(cost, "prepare"):
         cost.prepare([
             (n.op, n.attrs, [g.nodes[i].ty for i in n.inputs], n.ty, n.is_const) for g in graphs for n in g.nodes
@@ -449,10 +415,10 @@ def roundtrip(mod: tvm.IRModule, through_egraph: bool = True) -> tvm.IRModule:
         return _run(mod, resolve_target("llvm"), opts, force=True)[0]
     new_mod = mod.clone()
     for gv, func in mod.functions.items():
-        if _skip_reason(func) is not None:
+        if skip_reason(func) is not None:
             continue
         blocks = [
-            block_from_graph(graph_from_block(b, _weights(func))) if isinstance(b, relax.DataflowBlock) else b
+            block_from_graph(graph_from_block(b, weight_params(func))) if isinstance(b, relax.DataflowBlock) else b
             for b in func.body.blocks
         ]
         new_mod[gv] = _with_blocks(func, blocks)
