@@ -295,3 +295,18 @@ def test_fuzz_seeded_run_finds_nothing():
     result = fuzz.run_cases(range(48), shrink_s=60)
     assert result["stats"]["graphs"] == 48
     assert not result["findings"], result["findings"]
+
+
+def test_fp16_differences_are_judged_against_exact_arithmetic():
+    from tvm_eqsat import verify
+
+    prog = next(p for p in map(fuzz.random_program, range(200)) if p.dtype == "float16" and len(p.outputs) == 1)
+    mod = fuzz.to_module(prog)
+    inputs = verify.random_inputs(mod["main"], prog.seed)
+    exact = fuzz._exact(mod["main"], inputs)
+    scale = float(np.max(np.abs(exact[0])))
+    noise = np.random.default_rng(0).standard_normal(exact[0].shape) * 0.01 * scale
+    ref = [exact[0] + noise]  # the original build: 1% off exact
+    assert fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] - 2 * noise]) is None  # 2% off: rounding
+    assert "exact arithmetic" in fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] * 1.3])  # wrong
+    assert fuzz._difference(prog, mod["main"], inputs, ref, ref) is None
