@@ -155,8 +155,26 @@ def test_bad_flow_and_missing_work_dir_are_clear_errors():
         measure.measure(MATMUL, "llvm", flow="tuned")
 
 
+def test_tuning_fills_the_database_and_a_rerun_reuses_it(tmp_path, monkeypatch):
+    """MetaSchedule on a 128^3 matmul: records land in the database; a rerun with the
+    same budget tunes nothing (no search is started) and builds the same kernels."""
+    mod = measure.workload_module(MATMUL)
+    target = tvm.target.Target("llvm")
+    db = tune.tune(mod, target, tmp_path, trials=8)
+    records = (tmp_path / "database_tuning_record.json").read_text()
+    assert records.count("\n") >= 1
+    monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: pytest.fail("tuned again"))
+    tune.tune(mod, target, tmp_path, trials=8)  # already tuned: nothing to do
+    assert (tmp_path / "database_tuning_record.json").read_text() == records
+    args = verify.random_inputs(mod["main"])
+    vm = relax.VirtualMachine(tune.build(mod, target, db), tvm.cpu())
+    tuned = vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
+    np.testing.assert_allclose(tuned, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)  # the tuned kernel computes it
+
+
+@pytest.mark.slow
 def test_tuning_beats_the_untuned_build(tmp_path):
-    """MetaSchedule on a 128^3 matmul: the tuned kernel is faster; a rerun reuses the database."""
+    """A speed claim, so not in the default suite: the tuned 128^3 matmul is faster."""
     mod = measure.workload_module(MATMUL)
     target = tvm.target.Target("llvm")
     args = verify.random_inputs(mod["main"])
@@ -164,9 +182,6 @@ def test_tuning_beats_the_untuned_build(tmp_path):
     tuned = measure.time_executable(tune.build(mod, target, db), target, args, repeat=10)
     untuned = measure.time_executable(tune.build(mod, target, None), target, args, repeat=10)
     assert tuned.median_us < untuned.median_us, (tuned.median_us, untuned.median_us)
-    start = time.perf_counter()
-    tune.tune(mod, target, tmp_path, trials=8)  # already tuned: nothing to do
-    assert time.perf_counter() - start < 5.0
 
 
 def _free_port() -> int:

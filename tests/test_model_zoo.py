@@ -83,7 +83,6 @@ def test_small_optimize_keeps_numbers(name):
     assert fn.enodes > 0 and fn.cost_after <= fn.cost_before
     # saturation reaches its fixpoint under the default node and time limits
     assert fn.stop_reason == "saturated" and fn.enodes <= 20000, (fn.stop_reason, fn.enodes)
-    assert report.seconds < 30.0
     if not fn.changed:
         tvm.ir.assert_structural_equal(new, m.mod)
         return
