@@ -15,7 +15,7 @@ rewritten twice:
 Both modules are built with stock TVM and compared with the original on random
 inputs, relative to each output's largest magnitude: within 1e-4 for fp32; for fp16,
 whose rounding a reassociating rewrite changes, the rewritten build's error against
-exact arithmetic must stay within 4x the original build's error plus 2e-3.
+exact arithmetic must stay within 4x the original build's error plus 16 fp16 ulps.
 A finding is a difference, an alarm or a crash; each is shrunk (outputs and steps
 dropped while it still fails) and printed as TVMScript.
 
@@ -42,12 +42,14 @@ FLOWS = ("default", "tuned")
 EXTRACTORS = ("ilp", "dag_local", "dag_greedy", "greedy")
 SEARCHES = ("saturate", "mcts")
 RTOL_FP32 = 1e-4  # fp32: the rewritten build against the original build, relative to each output's magnitude
-# fp16 rounds at every op, and a rewrite that reassociates (folds W0 @ W1, merges matmuls)
-# rounds differently: on an output with cancellation the original's own error against
-# exact arithmetic reaches a few percent. There, the rewritten build's error against exact
-# arithmetic (the reference interpreter) must stay within FP16_FACTOR times the original's
-# error, plus FP16_FLOOR; a wrong rewrite is off by far more.
-FP16_FACTOR, FP16_FLOOR = 4.0, 2e-3
+# fp16 rounds at every op, and a rewrite that reassociates (folds W0 @ W1 @ W2 at compile
+# time, merges matmuls) rounds differently: on an output with cancellation the original's
+# own error against exact arithmetic reaches a few percent (seed 1469: 3.0%, rewritten
+# 6.7%; seed 1674: 0.19%, rewritten 0.99%, a chain of four constant matmuls folded). The
+# rewritten build's error against exact arithmetic (the reference interpreter) must stay
+# within FP16_FACTOR times the original's plus FP16_FLOOR, 16 fp16 ulps of the output's
+# magnitude; a wrong rewrite is off by 10-100% (a wrong padding: 33%).
+FP16_FACTOR, FP16_FLOOR = 4.0, 16 * 2.0**-10
 
 
 # ---------------------------------------------------------------- random programs
