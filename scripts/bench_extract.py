@@ -23,20 +23,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.metadata
 import itertools
 import json
 import os
-import platform
 import random
 import statistics
 import sys
 import time
 
-import tvm
 from tqdm import tqdm
 
-from tvm_eqsat import models
+from tvm_eqsat import models, provenance
 from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import ENode, Snapshot
 from tvm_eqsat.extract import EXTRACTORS, choice_cost, extract, snapshot_node_cost
@@ -309,12 +306,7 @@ def main(argv=None) -> None:
         writer.writeheader()
         writer.writerows(rows)
     sidecar = {
-        "machine": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average_at_end": os.getloadavg(),
-        "tvm": tvm.__version__,
-        "egglog": importlib.metadata.version("egglog"),
-        "scipy": importlib.metadata.version("scipy"),
+        **provenance.record(),
         "cost_model": "roofline (llvm)",
         "node_limit": args.node_limit,
         "node_limits_per_model": {k: v for k, (_, v) in REAL.items() if v},

@@ -17,19 +17,16 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.metadata
 import json
 import os
-import platform
 import sys
 import time
 from collections import Counter
 
-import tvm
 from tqdm import tqdm
 
 import tvm_eqsat
-from tvm_eqsat import models
+from tvm_eqsat import models, provenance
 from tvm_eqsat.rules import load_library
 
 FIELDS = [
@@ -72,7 +69,8 @@ def markdown(rows: list[dict], sidecar: dict) -> str:
     out = [
         "# Rule library on the benchmark models (llvm, roofline costs)",
         "",
-        f"{sidecar['machine']}, {sidecar['cpus']} cores; TVM {sidecar['tvm']}, egglog {sidecar['egglog']}; "
+        f"{sidecar['machine']}, {sidecar['cpus']} cores; TVM {sidecar['versions']['apache-tvm']}, "
+        f"egglog {sidecar['versions']['egglog']}; "
         f"{sidecar['date']}. Command: `{sidecar['command']}`.",
         "",
         f"Rules: {sidecar['rules']} in {len(sidecar['families'])} families: "
@@ -111,11 +109,7 @@ def main(argv=None) -> int:
         rows.extend(run_model(name, scale, limits))
     library = load_library()
     sidecar = {
-        "machine": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "tvm": tvm.__version__,
-        "egglog": importlib.metadata.version("egglog"),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **provenance.record(),
         "command": " ".join(["python scripts/bench_rules.py", *(sys.argv[1:] if argv is None else argv)]),
         "rules": len(library.rules),
         "families": dict(sorted(Counter(r.family for r in library.rules).items())),

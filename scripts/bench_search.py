@@ -29,20 +29,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.metadata
 import json
 import os
-import platform
 import statistics
 import sys
 import time
 from collections import Counter
 from dataclasses import asdict
 
-import tvm
 from tqdm import tqdm
 
-from tvm_eqsat import models
+from tvm_eqsat import models, provenance
 from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
@@ -567,14 +564,8 @@ def main(argv=None) -> None:
                 writer.writerows(data)
     lines, verdicts = summarise(rows, args.variants)
     sidecar = {
-        "machine": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
+        **provenance.record(),
         "load_average_at_start": load_start,
-        "load_average_at_end": os.getloadavg(),
-        "python": platform.python_version(),
-        "tvm": tvm.__version__,
-        "egglog": importlib.metadata.version("egglog"),
-        "scipy": importlib.metadata.version("scipy"),
         "cost_model": "roofline (llvm)",
         "final_extractor": f"ilp ({args.ilp_limit} s limit)",
         "rule_families": dict(sorted(Counter(r.family for r in library.rules).items())),

@@ -53,11 +53,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import datetime  # noqa: E402
-import importlib.metadata  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
-import platform  # noqa: E402
 import shlex  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -73,7 +71,7 @@ from tqdm import tqdm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import tvm_eqsat  # noqa: E402
-from tvm_eqsat import models, timing, tune  # noqa: E402
+from tvm_eqsat import models, provenance, timing, tune  # noqa: E402
 from tvm_eqsat.verify import output_diffs  # noqa: E402
 
 log = logging.getLogger("benchmark")
@@ -286,7 +284,7 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
                 failures: dict[str, str]) -> list[dict]:
     """Build, check and time the variants of one model; the CSV rows (empty if stock fails)."""
     dev = device_for(target)
-    sources = sources_hash()  # before the pass reads the rules
+    sources = provenance.sources_hash()  # before the pass reads the rules
     built: dict[str, Variant] = {}
     for vname in variants:
         try:
@@ -393,50 +391,8 @@ def write_rows(path: Path, rows: list[dict], append: bool = True) -> None:
         writer.writerows(rows)
 
 
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
-def sources_hash() -> str:
-    """A short hash of rules/*.egg and tvm_eqsat/*.py (each row records the one it ran with)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for path in sorted([*ROOT.glob("rules/*.egg"), *ROOT.glob("tvm_eqsat/*.py")]):
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def source_state() -> dict:
-    """The commit, the uncommitted files and a hash of the rules and the package sources the
-    numbers came from (compared at the end of a run: they must not change during it)."""
-    import subprocess
-
-    def git(*cmd: str) -> str:
-        return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
-
-    state = {"sources_sha256": sources_hash()}
-    try:
-        state.update(commit=git("rev-parse", "HEAD"), uncommitted=git("status", "--porcelain").splitlines())
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return state
-
-
 def machine_info(target: tvm.target.Target) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    info = {
-        "cpu": cpu, "cpu_count": os.cpu_count(), "cores_used": tune.available_cores(),
-        "load_average": [round(x, 2) for x in os.getloadavg()], "platform": platform.platform(),
-    }
+    info = {**provenance.machine(), "cores_used": tune.available_cores()}
     if target.kind.name == "cuda":
         try:
             info["gpu"] = tvm.cuda(0).device_name if tvm.cuda(0).exist else None
@@ -469,11 +425,7 @@ def write_sidecar(path: Path, args, target, argv: list[str], elapsed_s: float, f
     }
     sidecar = {
         "machine": machine_info(target),
-        "versions": {
-            "python": platform.python_version(), "tvm": tvm.__version__, "apache-tvm-ffi": _version("apache-tvm-ffi"),
-            "egglog": _version("egglog"), "torch": _version("torch"), "transformers": _version("transformers"),
-            "numpy": np.__version__, "tvm_eqsat": tvm_eqsat.__version__,
-        },
+        "versions": {**provenance.versions(), "tvm": tvm.__version__, "tvm_eqsat": tvm_eqsat.__version__},
         "target": _plain(target.export()),
         "flow": args.flow,
         "trials": args.trials if args.flow == "tuned" else None,
@@ -559,7 +511,7 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     data = _by_model(rows)
     lines = [
         title, "",
-        f"{m['cpu']}, {m['cores_used']} cores{', ' + str(m['gpu']) if m.get('gpu') else ''}; "
+        f"{m.get('machine') or m['cpu']}, {m['cores_used']} cores{', ' + str(m['gpu']) if m.get('gpu') else ''}; "
         f"TVM {sidecar['versions']['tvm']}, egglog {sidecar['versions']['egglog']}, "
         f"torch {sidecar['versions']['torch']}; {sidecar['date']}. Last command: `{sidecar['command']}`.",
         "",
@@ -682,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     MS_LOG_LEVEL = logging.INFO if args.verbose else logging.WARNING
     logging.getLogger("tvm_eqsat").setLevel(MS_LOG_LEVEL)
     tune.use_all_cores()
-    start, source = time.perf_counter(), source_state()
+    start, source = time.perf_counter(), provenance.source_state()
     target = make_target(args.target, args.arch)
     builders = models.SMALL if args.small else models.MODELS
     out_dir = Path(args.out_dir)
@@ -740,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no results ({len(failures)} failures)")
         return 1
     out_dir.mkdir(parents=True, exist_ok=True)
-    source_end = source_state()
+    source_end = provenance.source_state()
     if source_end.get("sources_sha256") != source.get("sources_sha256"):
         source["changed_during_run"] = source_end
         log.warning("rules/ or tvm_eqsat/ changed during the run: the rows of this run may mix versions")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
 import sys
 import time
 
@@ -23,7 +22,7 @@ import tvm
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import models, verify
+from tvm_eqsat import models, provenance, verify
 
 
 def _measure(vm_a, vm_b, inputs, repeat: int) -> tuple[list[float], list[float]]:
@@ -71,8 +70,7 @@ def main(argv=None) -> int:
     result = {
         "model": model.name,
         "target": args.target,
-        "machine": platform.processor() or platform.machine(),
-        "tvm": tvm.__version__,
+        **provenance.record(),
         "report": report.to_dict(),
     }
     cmp = verify.compare(model.mod, new_mod)

@@ -562,8 +562,14 @@ def _worker(args) -> dict:
 
 def write_results(result: dict, args, seconds: float, path: Path) -> None:
     stats = result["stats"]
+    from tvm_eqsat import provenance
+
+    state = provenance.source_state()
     lines = [
         "# Interaction fuzzer, llvm",
+        "",
+        f"Written {time.strftime('%Y-%m-%d')} at commit {state.get('commit', '?')[:10]} on a {os.cpu_count()}-core "
+        f"{provenance.cpu_name()}.",
         "",
         f"`python scripts/fuzz.py --seeds {args.seeds} --start {args.start} --jobs {args.jobs}`: "
         f"{stats.get('graphs', 0)} random graphs (seeds {args.start}..{args.start + args.seeds - 1}), "

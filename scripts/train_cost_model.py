@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
-import platform
 import shlex
 import sys
 from pathlib import Path
@@ -27,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from tvm_eqsat import provenance
 from tvm_eqsat.features import NAMES
 from tvm_eqsat.xgb_model import (
     DATASET_FIELDS, ROUNDS, KernelModel, dataset_row, load_dataset, load_elementwise, measured_table, sample_features,
@@ -209,9 +208,9 @@ def main() -> None:
         "flows": flows,
         "dataset": str(dataset.relative_to(ROOT)) if dataset.is_relative_to(ROOT) else str(dataset),
         "from_database": args.from_database,
-        "tvm": importlib.metadata.version("apache-tvm"),
-        "xgboost": importlib.metadata.version("xgboost"),
-        "machine": _cpu_name(),
+        "tvm": provenance.version("apache-tvm"),
+        "xgboost": provenance.version("xgboost"),
+        "machine": provenance.cpu_name(),
         "cores": _cores(),
         "date": datetime.date.today().isoformat(),
         "finetuned_from": args.finetune_from,
@@ -288,16 +287,6 @@ def _count(values) -> dict:
     for v in values:
         out[v] = out.get(v, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
-
-
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _cores() -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import platform
+import os
 import sys
 import time
 from pathlib import Path
@@ -57,6 +57,8 @@ def main() -> None:
             row = measure(name, args.small, flow)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    from tvm_eqsat import provenance
+
     stem = "validation-llvm" + ("-small" if args.small else "")
     out = ROOT / "benchmarks" / "results"
     changed = [r for r in rows if r["changed"]]
@@ -65,8 +67,8 @@ def main() -> None:
     lines = [
         f"# Translation validation cost, llvm{' (small models)' if args.small else ''}",
         "",
-        f"`python scripts/validation_cost.py {' '.join(sys.argv[1:])}` on {platform.node()} "
-        f"({platform.processor() or platform.machine()}), {time.strftime('%Y-%m-%d')}.",
+        f"`python scripts/validation_cost.py {' '.join(sys.argv[1:])}` on a {os.cpu_count()}-core "
+        f"{provenance.cpu_name()}, {time.strftime('%Y-%m-%d')}.",
         "",
         f"Validation ran on {len(changed)} of {len(rows)} (model, flow) pairs (only a changed block is "
         f"validated) and added {added:.2f} s to {base:.2f} s of pass time without it "
@@ -79,7 +81,9 @@ def main() -> None:
         lines.append(f"| {r['model']} | {r['flow']} | {r['changed']} | {r['pass_s']:.2f} | {r['validate_s']:.2f} | "
                      f"{100 * r['share']:.1f}% | {r['max_rel_diff']:.2g} |")
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{stem}.json").write_text(json.dumps({"argv": sys.argv[1:], "rows": rows}, indent=1))
+    sidecar = {**provenance.record(), "command": " ".join(["python scripts/validation_cost.py", *sys.argv[1:]]),
+               "rows": rows}
+    (out / f"{stem}.json").write_text(json.dumps(sidecar, indent=1))
     print("\n".join(lines))
 
 

@@ -60,7 +60,7 @@ def test_sidecar_markdown_and_chart(run):
     sidecar = json.loads((out / "llvm-default-small.json").read_text())
     for key in ("machine", "versions", "target", "flow", "trials", "date", "command", "repeat", "runs"):
         assert key in sidecar, key
-    assert sidecar["machine"]["cpu"] and sidecar["machine"]["cores_used"] >= 1
+    assert sidecar["machine"]["machine"] and sidecar["machine"]["cores_used"] >= 1
     assert {"tvm", "egglog", "torch"} <= set(sidecar["versions"])
     assert sidecar["target"]["kind"] == "llvm" and sidecar["flow"] == "default" and sidecar["small"] is True
     assert sidecar["command"].endswith(" ".join(argv[-2:]))
