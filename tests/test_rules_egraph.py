@@ -112,3 +112,19 @@ def test_a_bias_is_absorbed_into_batch_norm_only_when_it_keeps_the_shape(channel
     absorbed = ("(BatchNorm (Ref 0) (Ref 3) (Ref 4) (Sub (Ref 5) (Reshape (Ref 1) (vec-of 3))) (Ref 6) "
                 "1 1e-05 1 1 0.1 0)")
     assert holds(eg, absorbed) == (channels_in == 3)
+
+
+def test_a_batch_norm_made_by_a_rule_has_a_type_for_the_cost_model():
+    bn_attrs = (1, 1e-5, True, True, 0.1, False)
+    eg = saturated([
+        x((1, 3, 5, 5)), const((1, 3, 1, 1), 0),
+        Node("Add", (), (0, 1), t(1, 3, 5, 5), False),
+        const((3,), 1), const((3,), 2), const((3,), 3), const((3,), 4),
+        Node("BatchNorm", bn_attrs, (2, 3, 4, 5, 6), (t(1, 3, 5, 5), t(3), t(3)), False),
+        Node(TGET, (0,), (7,), t(1, 3, 5, 5), False),
+    ], [8])
+    snap = eg.snapshot()
+    made = [c for c, members in enumerate(snap.classes)
+            if any(n.op == "BatchNorm" for n in members) and c != snap.root_of[7]]
+    assert made  # batch-norm-absorb-bias made a batch norm of x itself
+    assert all(snap.ty[c] == (t(1, 3, 5, 5), t(3), t(3)) for c in made)

@@ -463,6 +463,17 @@ def split_parts(in_ty: Ty | None, indices: tuple[int, ...], axis: int) -> tuple[
     )
 
 
+def tuple_type(node: ENode, ty: list) -> tuple | None:
+    """The type of a tuple-valued node a rule made (a split, an inference batch norm)
+    from its inputs' types, or None: costs count what the tuple's kernel writes."""
+    if node.op == "Split":
+        return split_parts(ty[node.children[0]], *node.attrs)
+    if node.op == "BatchNorm":
+        x, mean, var = (ty[node.children[i]] for i in (0, 3, 4))
+        return (x, mean, var) if all(isinstance(t, TensorTy) for t in (x, mean, var)) else None
+    return None
+
+
 def _merge_key(graph: TensorGraph, n) -> tuple | None:
     """(group key, weight-concat axis, split axis) for a kernel that a parallel merge
     can take in (a matmul or an ungrouped NCHW conv on a constant weight), else None.
@@ -725,10 +736,9 @@ class TensorEGraph:
         for nid, c in root_of.items():  # tuple types are only known for loaded nodes
             if ty[c] is None:
                 ty[c] = self.graph.nodes[nid].ty
-        for c, members in enumerate(classes):  # ... and for splits, from the split input
-            split = None if ty[c] is not None else next((n for n in members if n.op == "Split"), None)
-            if split is not None:
-                ty[c] = split_parts(ty[split.children[0]], *split.attrs)
+        for c, members in enumerate(classes):  # ... and for tuples rules make, from their inputs
+            if ty[c] is None:
+                ty[c] = next((t for t in (tuple_type(n, ty) for n in members) if t is not None), None)
         is_const = [False] * len(cid)
         for r in frozen["const"].rows:
             if r.inputs[0] in cid:
