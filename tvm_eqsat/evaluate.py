@@ -348,12 +348,13 @@ class Interpreter:
                     for k in kids:
                         uses[k] = uses.get(k, 0) + 1
         keep = {sid[r] for g, sid in zip(graphs, sids) for _, r in g.outputs}
-        for s, g, nid, kids in order:
-            self.values[s] = self._eval(g, nid, [self.values[k] for k in kids])
-            for k in kids:
-                uses[k] -= 1
-                if not uses[k] and k not in keep:
-                    del self.values[k]
+        with np.errstate(all="ignore"):  # random inputs reach sqrt of negatives, exp overflows: both graphs alike
+            for s, g, nid, kids in order:
+                self.values[s] = self._eval(g, nid, [self.values[k] for k in kids])
+                for k in kids:
+                    uses[k] -= 1
+                    if not uses[k] and k not in keep:
+                        del self.values[k]
         return [[self.values[sid[r]] for _, r in g.outputs] for g, sid in zip(graphs, sids)]
 
     def _eval(self, graph: TensorGraph, nid: int, xs: list) -> Any:

@@ -1,0 +1,48 @@
+"""Runtime-only bundles: built here, run in a separate process with TVM's runtime only."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from tvm.relax import op as R
+
+from tvm_eqsat import bundle
+
+from helpers import const, module, tensor
+
+
+def _mlp():
+    x = tensor("x", (8, 32))
+    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.matmul(x, const((32, 16))))))
+
+
+def test_llvm_bundle_runs_with_the_runtime_only(tmp_path):
+    path = bundle.build_bundle([bundle.Entry("mlp", _mlp(), number=2, repeat=5)], "llvm", tmp_path / "b",
+                               python_version=f"{sys.version_info.major}.{sys.version_info.minor}")
+    assert bundle.bundle_bytes(path) < bundle.LIMIT_BYTES
+    assert not list(path.rglob("libtvm_compiler.so")) and list(path.rglob("libtvm_runtime.so"))
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    subprocess.run([sys.executable, str(path / "run.py"), "--out", str(out)], check=True, env=env,
+                   capture_output=True, timeout=300)
+    result = json.loads((out / "results.json").read_text())
+    assert result["runtime_only"] and result["tvm_file"].startswith(str(path))
+    assert not result["failures"], result["failures"]
+    (row,) = result["rows"]
+    assert row["name"] == "mlp" and row["median_ms"] > 0 and row["samples"] == 5
+    assert row["max_rel_diff"] < 1e-5  # the device run computes what this machine computed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_bundle_for_the_device_fits_and_carries_its_python(tmp_path):
+    """CUDA kernels compiled with nvcc, the tvm_ffi wheel for the device's Python 3.12
+    (downloaded from PyPI once): what a device run takes, under its 64 MiB."""
+    path = bundle.build_bundle([bundle.Entry("mlp", _mlp())], {"kind": "cuda", "arch": "sm_90"}, tmp_path / "b")
+    assert bundle.bundle_bytes(path) < bundle.LIMIT_BYTES
+    assert list((path / "wheels").glob("apache_tvm_ffi-*-cp312-*.whl"))
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["target_kind"] == "cuda" and manifest["python"] == "3.12"

@@ -1,0 +1,98 @@
+"""Times the compiled modules of a bundle (``tvm_eqsat.bundle``) with TVM's runtime only.
+
+This file is copied into every bundle as ``run.py`` and runs on the device machine,
+which has Python, numpy and a GPU driver but no TVM: it imports nothing from
+tvm_eqsat.  It unpacks the bundled tvm_ffi wheel, puts the bundled ``tvm`` package
+(runtime libraries only, no compiler) first on ``sys.path``, loads each exported
+library into a Relax VM, checks it against the expected outputs when the bundle has
+them, and times it with ``time_evaluator``.
+
+    python run.py [--out DIR]     # writes DIR/results.json (DIR: $OUT, else the bundle)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _runtime_path() -> None:
+    """The bundled tvm (runtime only) and tvm_ffi, ahead of anything installed."""
+    site = HERE / "site"
+    for wheel in sorted(HERE.glob("wheels/*.whl")):
+        marker = site / f".{wheel.name}"
+        if not marker.exists():
+            with zipfile.ZipFile(wheel) as z:
+                z.extractall(site)
+            marker.touch()
+    os.environ["TVM_USE_RUNTIME_LIB"] = "1"
+    sys.path[:0] = [str(site), str(HERE / "python")]
+
+
+def _device(tvm, kind: str):
+    return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
+
+
+def time_entry(tvm, VirtualMachine, entry: dict, dev, np) -> dict:
+    """Load one library, check its outputs, time ``main``: a result row."""
+    lib = tvm.runtime.load_module(str(HERE / entry["file"]))
+    vm = VirtualMachine(lib, dev)
+    rng = np.random.default_rng(0)
+    args = []
+    for shape, dtype in entry["inputs"]:
+        value = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
+        args.append(tvm.runtime.tensor(value, dev))
+    out = vm["main"](*args)
+    row = {"name": entry["name"]}
+    expected = HERE / entry["expected"] if entry.get("expected") else None
+    if expected is not None and expected.exists():
+        ref = np.load(expected)
+        got = out.numpy() if hasattr(out, "numpy") else out[0].numpy()
+        scale = float(np.max(np.abs(ref))) or 1.0
+        row["max_rel_diff"] = float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
+    timer = vm.time_evaluator("main", dev, number=entry.get("number", 10), repeat=entry.get("repeat", 30))
+    samples_ms = [t * 1e3 for t in timer(*args).results]
+    samples_ms.sort()
+    row.update(median_ms=samples_ms[len(samples_ms) // 2], p10_ms=samples_ms[len(samples_ms) // 10],
+               p90_ms=samples_ms[(9 * len(samples_ms)) // 10], samples=len(samples_ms))
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=os.environ.get("OUT") or str(HERE))
+    args = ap.parse_args()
+    manifest = json.loads((HERE / "manifest.json").read_text())
+    _runtime_path()
+    import numpy as np
+    import tvm
+    from tvm.runtime.vm import VirtualMachine
+
+    dev = _device(tvm, manifest["target_kind"])
+    rows, failures = [], {}
+    for entry in manifest["entries"]:
+        try:
+            rows.append(time_entry(tvm, VirtualMachine, entry, dev, np))
+        except Exception as err:  # noqa: BLE001 - one failing entry must not lose the others
+            failures[entry["name"]] = f"{type(err).__name__}: {err}"[:500]
+    result = {
+        "rows": rows, "failures": failures, "runtime_only": bool(getattr(tvm.base, "_RUNTIME_ONLY", False)),
+        "tvm_file": tvm.__file__, "python": platform.python_version(), "device": str(dev),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
