@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import pytest
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import cost, features, tune
+from tvm_eqsat import cost, features, models, tune
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
 from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
@@ -410,3 +411,31 @@ def test_collect_gathers_the_kernels_the_pass_chose():
     new, _ = tvm_eqsat.optimize(model.mod, "llvm", flow="default")
     assert chosen and [w.key() for w in chosen] == [w.key() for w in module_workloads(new)]
     assert all(w.op in features.KERNEL_OPS for w in chosen)
+
+
+def test_bulk_featurize_equals_one_item_at_a_time():
+    """Every kernel e-node of a saturated e-graph, plus odd items (tuple outputs, a
+    missing input type, pooling and norms that take the one-at-a-time path)."""
+    from tvm_eqsat.egraph import TensorEGraph
+    from tvm_eqsat.graph import TensorTy, graph_from_block
+    from tvm_eqsat.rules import load_library
+    from tvm_eqsat.saturate import saturate
+
+    library = load_library()
+    items = []
+    for name in ("inception-v3", "bert-base"):
+        g = graph_from_block(models.SMALL[name]().mod["main"].body.blocks[0])
+        eg = TensorEGraph(g, library.program())
+        saturate(eg, library.families, node_limit=20000, iter_limit=30, deadline=time.monotonic() + 60)
+        snap = eg.snapshot()
+        items += [(n.op, n.attrs, [snap.ty[k] for k in n.children], snap.ty[c])
+                  for c, nodes in enumerate(snap.classes) for n in nodes if n.op in features.KERNEL_OPS]
+    t = TensorTy
+    items += [("Matmul", ("",), [t((4, 8), "float32"), None], t((4, 3), "float32")),
+              ("BatchNorm", (1, 1e-5, True, True, 0.1, False), [t((1, 3, 5, 5), "float16")] + [t((3,), "float16")] * 4,
+               (t((1, 3, 5, 5), "float16"), t((3,), "float16"), t((3,), "float16"))),
+              ("Concat", (0,), [t((2,), "float32"), t((3,), "float32")], None)]
+    ops_seen = {i[0] for i in items}
+    assert {"Conv2d", "Matmul", "Concat", "MaxPool2d", "LayerNorm", "Softmax"} <= ops_seen
+    reference = np.stack([features.features(*i) for i in items])
+    np.testing.assert_array_equal(features.featurize(items), reference)

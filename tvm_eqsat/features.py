@@ -175,8 +175,90 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> np.ndarray:
 INDEX_OP = {name: INDEX[f"op_{name}"] for name in KERNEL_OPS}
 
 
+_BULK_OPS = frozenset({"Matmul", "Conv2d", "Concat", "BatchNorm", "StridedSlice", "Take"})  # no reduce/pool features
+_OUT_D, _IN0_D = INDEX["log_out_d0"], INDEX["log_in0_d0"]
+
+
+def _shape_info(ty: TensorTy, cache: dict) -> tuple:
+    """(numel, nbytes, rank, last dims padded with 1, shape) of a type, computed once per
+    type object (keyed by identity: the items hold their types for the whole call)."""
+    info = cache.get(id(ty))
+    if info is None:
+        dims = ty.shape[-_MAX_RANK:]
+        info = cache[id(ty)] = (ty.numel, ty.nbytes, len(ty.shape), dims + (1,) * (_MAX_RANK - len(dims)), ty.shape)
+    return info
+
+
 def featurize(items: Sequence[tuple]) -> np.ndarray:
-    """Stack ``features(*item)`` for many items into one (n, len(NAMES)) matrix."""
-    if not items:
-        return np.zeros((0, len(NAMES)), dtype=np.float32)
-    return np.stack([features(*item) for item in items])
+    """``features(*item)`` for many items, as one (n, len(NAMES)) matrix.
+
+    The common kernels (matmuls, convolutions, concats, batch norms) are done in bulk:
+    one light pass in Python gathers their sizes into lists, numpy turns them into
+    columns; the rest go through ``features`` one by one.  Equal to stacking
+    ``features`` (tested)."""
+    n = len(items)
+    x = np.zeros((n, len(NAMES)), dtype=np.float32)
+    if not n:
+        return x
+    rows: list[int] = []  # items done in bulk, and per item: the raw sizes, dims, counts
+    raw: list[tuple] = []  # flops, bytes in, bytes out, out numel, m, n, k, batch
+    out_dims: list[tuple] = []
+    in0_dims: list[tuple] = []
+    counts: list[tuple] = []  # op column, n_inputs, out rank, in0 rank, dtype bytes
+    conv: list[tuple] = []  # (row, kh, kw, stride, dilation, groups, pad, depthwise, channels_last)
+    cache: dict = {}
+    ones = (1,) * _MAX_RANK
+    for i, (op, attrs, in_tys, out_ty) in enumerate(items):
+        out = out_ty if type(out_ty) is TensorTy else _main_out(out_ty)
+        if out is None:
+            continue
+        if op not in _BULK_OPS or not all(type(t) is TensorTy for t in in_tys):
+            x[i] = features(op, attrs, in_tys, out_ty)
+            continue
+        o_numel, o_bytes, o_rank, o_dims, _ = _shape_info(out, cache)
+        infos = [_shape_info(t, cache) for t in in_tys]
+        if op == "Matmul" and len(infos) == 2:  # flops and the GEMM view from the cached sizes
+            a, b = infos[0][4], infos[1][4]
+            k = a[-1]
+            m, nn = (a[-2] if len(a) > 1 else 1), (b[-1] if len(b) > 1 else 1)
+            work, gemm = 2.0 * o_numel * k, (m, nn, k, max(o_numel / max(m * nn, 1), 1))
+        elif op == "Conv2d" and len(infos) == 2:
+            o = infos[1][4][attrs[5].index("O")]
+            work = 2.0 * o_numel * infos[1][0] / max(o, 1)
+            spatial = o_numel / max(out.shape[(attrs[6] or attrs[4]).index("C")], 1)
+            gemm = (spatial, o, infos[1][0] / max(o, 1), 1)
+        else:
+            work, gemm = (5.0 * infos[0][0] if op == "BatchNorm" and infos else float(o_numel)), (1, 1, 1, 1)
+        rows.append(i)
+        raw.append((work, sum(info[1] for info in infos), o_bytes, o_numel, *gemm))
+        out_dims.append(o_dims)
+        in0_dims.append(infos[0][3] if infos else ones)
+        counts.append((INDEX_OP.get(op, -1), len(infos), min(o_rank, _MAX_RANK),
+                       min(infos[0][2], _MAX_RANK) if infos else 0, o_bytes / max(o_numel, 1)))
+        if op == "Conv2d" and len(infos) == 2:
+            strides, padding, dilation, groups, data_layout, kernel_layout = attrs[:6]
+            w = infos[1][4]
+            conv.append((i, w[kernel_layout.index("H")], w[kernel_layout.index("W")], max(strides), max(dilation),
+                         _log(groups), sum(padding), float(groups == infos[0][4][data_layout.index("C")]
+                                                           and groups > 1), float(data_layout.endswith("C"))))
+    if not rows:
+        return x
+    r = np.asarray(rows)
+    logs = np.log2(np.maximum(np.asarray(raw, dtype=np.float64), 1.0))
+    c = np.asarray(counts, dtype=np.float64)
+    cols = [INDEX[k] for k in ("log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel",
+                               "log_m", "log_n", "log_k", "log_batch")]
+    x[r[:, None], cols] = logs
+    x[r, INDEX["n_inputs"]], x[r, INDEX["out_rank"]], x[r, INDEX["dtype_bytes"]] = c[:, 1], c[:, 2], c[:, 4]
+    has_op = c[:, 0] >= 0
+    x[r[has_op], c[has_op, 0].astype(np.int64)] = 1.0
+    rank = np.arange(_MAX_RANK)
+    dims_out = np.log2(np.maximum(np.asarray(out_dims, dtype=np.float64), 1.0))
+    dims_in0 = np.log2(np.maximum(np.asarray(in0_dims, dtype=np.float64), 1.0))
+    x[r, _OUT_D : _OUT_D + _MAX_RANK] = np.where(rank < c[:, 2:3], dims_out, 0.0)
+    x[r, _IN0_D : _IN0_D + _MAX_RANK] = np.where(rank < c[:, 3:4], dims_in0, 0.0)
+    if conv:
+        g = np.asarray(conv, dtype=np.float64)
+        names = ("kh", "kw", "stride", "dilation", "log_groups", "pad", "depthwise", "channels_last")
+        x[g[:, 0].astype(np.int64)[:, None], [INDEX[k] for k in names]] = g[:, 1:]
+    return x
