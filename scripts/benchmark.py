@@ -1,6 +1,6 @@
-"""End-to-end benchmark: stock TVM vs. TVM's CombineParallelMatmul vs. tvm-eqsat, per model.
+"""End-to-end benchmark: the strongest stock TVM against tvm-eqsat, per model.
 
-For each model and target three variants are built and timed against each other:
+For each model and target these variants are built and timed against each other:
 
 * ``stock``      the module as imported, then ``relax.get_default_pipeline(target)``;
 * ``stock+cpm``  ``relax.transform.CombineParallelMatmul()`` first (TVM's nearest built-in
@@ -9,8 +9,21 @@ For each model and target three variants are built and timed against each other:
                  given the preparation TVM users give it: ``FoldConstant`` and
                  ``EliminateCommonSubexpr``, bound weights lifted to parameters for the pass
                  and bound back after it;
+* ``stock+tvm``  TVM's graph-level passes for inference first (``TVM_PASSES``: batch-norm
+                 folding, decomposition, constant folding, CSE, CPM, transposed-matmul fusion;
+                 the row says which changed the model);
+* ``stock+nhwc`` ``ConvertLayout`` of every conv to NHWC (models with convolutions);
+* ``stock-aa``   stock tuned again, independently (another seed, its own database): the
+                 A/A control of the tuned flow;
 * ``eqsat``      ``tvm_eqsat.optimize(mod, target)`` first (its report is recorded: pass
-                 seconds, e-nodes, rules applied, predicted cost before/after), then the same build.
+                 seconds, e-nodes, rules applied, predicted cost before/after), then the same build;
+* ``eqsat+tvm``  TVM's graph passes, then the pass (a user who turns on both gets both).
+
+A variant whose module is another's (stock+nhwc without convolutions, stock-aa untuned, a
+rewrite that changed nothing) is neither built nor timed again: its row is that variant's,
+marked in ``notes``.  The Markdown compares the fastest eqsat variant with the fastest stock
+variant of each model and marks the speedups inside the model's noise floor (the p10-p90
+half-spread of stock's samples; in the tuned flow also stock against stock-aa).
 
 Flows: ``default`` builds with the stock pipeline (untuned loops on llvm, dlight on CUDA);
 ``tuned`` tunes every variant's kernels with MetaSchedule (same per-kernel trial budget for
@@ -78,7 +91,17 @@ log = logging.getLogger("benchmark")
 
 ROOT = Path(__file__).resolve().parent.parent
 MS_LOG_LEVEL = logging.WARNING  # MetaSchedule's console output; INFO with --verbose
-VARIANTS = ("stock", "stock+cpm", "eqsat")
+STOCK_VARIANTS = ("stock", "stock+cpm", "stock+tvm", "stock+nhwc", "stock-aa")
+EQSAT_VARIANTS = ("eqsat", "eqsat+tvm")
+VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS)
+# TVM's own graph-level passes for an inference model with bound weights, in the order a
+# user applies them: batch norms folded into convs before the rest are decomposed into
+# element-wise ops, constants folded, common subexpressions merged, parallel matmuls
+# combined (with the cpm variant's preparation), transposed matmuls fused
+TVM_PASSES = ("FoldBatchnormToConv2D", "DecomposeOpsForInference", "FoldConstant", "EliminateCommonSubexpr",
+              "CombineParallelMatmul", "FuseTransposeMatmul", "FoldConstant")
+NHWC = {"relax.nn.conv2d": ["NHWC", "OHWI"]}  # stock+nhwc: TVM's ConvertLayout, every conv
+AA_SEED = 1  # stock-aa: stock tuned again, independently (its own database, another seed)
 FIELDS = [
     "model", "variant", "median_ms", "p10_ms", "p90_ms", "max_abs_diff", "pass_seconds",
     "max_rel_diff", "torch_max_rel_diff", "speedup_vs_stock", "predicted_speedup", "changed",
@@ -165,12 +188,60 @@ def combine_parallel_matmul(mod: tvm.IRModule, target: tvm.target.Target) -> tvm
     return out
 
 
+def tvm_graph_passes(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[tvm.IRModule, list[str]]:
+    """``TVM_PASSES`` in order: the module, and the passes that changed it."""
+    import tvm_ffi
+
+    applied = []
+    for name in TVM_PASSES:
+        if name == "CombineParallelMatmul":
+            new = combine_parallel_matmul(mod, target)
+        else:
+            with target, tvm.transform.PassContext(opt_level=3):
+                new = getattr(relax.transform, name)()(mod)
+        if not tvm_ffi.structural_equal(new, mod):
+            applied.append(name)
+        mod = new
+    return mod, applied
+
+
+def _twin(v: Variant, built: dict[str, Variant], flow: str) -> str | None:
+    """The variant already built whose executable ``v`` would be: stock-aa without
+    tuning is stock; a variant whose rewrite changed nothing is what it started from
+    (eqsat+tvm: stock+tvm when the pass changed nothing more, eqsat when TVM's passes did
+    nothing)."""
+    import tvm_ffi
+
+    if v.name == "stock-aa":
+        return "stock" if flow != "tuned" else None
+    if v.name == "stock+nhwc" and not v.changed:  # no convolution to convert
+        return "stock"
+    bases = {"stock+tvm": ("stock",), "stock+nhwc": ("stock",), "stock+cpm": ("stock",), "eqsat": ("stock",),
+             "eqsat+tvm": ("stock+tvm", "eqsat")}.get(v.name, ())
+    return next((b for b in bases if b in built and tvm_ffi.structural_equal(v.mod, built[b].mod)), None)
+
+
 def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_options: dict) -> Variant:
     """The module of one variant (before the build), with what its rewrite did;
-    ``eqsat_options`` are the pass options of the eqsat variant."""
-    if name == "stock":
+    ``eqsat_options`` are the pass options of the eqsat variants.  ``eqsat+tvm`` runs
+    TVM's graph passes first, then the pass (a user who turns on both gets both)."""
+    if name in ("stock", "stock-aa"):
         return Variant(name, mod)
     t = time.perf_counter()
+    if name == "stock+tvm":
+        new, applied = tvm_graph_passes(mod, target)
+        return Variant(name, new, time.perf_counter() - t, changed=bool(applied), rules_fired=";".join(applied))
+    if name == "stock+nhwc":
+        with target, tvm.transform.PassContext(opt_level=3):
+            new = relax.transform.ConvertLayout(NHWC)(mod)
+        convs = _count_op(mod, "relax.nn.conv2d")
+        return Variant(name, new, time.perf_counter() - t, changed=convs > 0, rules_fired=f"convs:{convs}")
+    if name == "eqsat+tvm":
+        first, applied = tvm_graph_passes(mod, target)
+        v = make_variant("eqsat", first, target, eqsat_options)
+        v.name, v.pass_seconds = name, time.perf_counter() - t
+        v.rules_fired = ";".join(applied + ([v.rules_fired] if v.rules_fired else []))
+        return v
     if name == "stock+cpm":
         new = combine_parallel_matmul(mod, target)
         before, after = _count_op(mod, "relax.matmul"), _count_op(new, "relax.matmul")
@@ -209,14 +280,16 @@ def make_target(kind: str, arch: str) -> tvm.target.Target:
 
 def build_variant(v: Variant, target: tvm.target.Target, flow: str, trials: int, work_dir: str,
                   dry_run: bool = False) -> None:
-    """Compile ``v.mod`` with the flow (tuning first for ``tuned``, except in a dry run)."""
+    """Compile ``v.mod`` with the flow (tuning first for ``tuned``, except in a dry run).
+    ``stock-aa`` tunes into a database of its own with another seed: the tuning lottery."""
     db = None
     if flow == "tuned":
         # MetaSchedule gives its console handler the level its logger has when tuning starts,
         # and leaves the logger at DEBUG afterwards: put ours back before every call.
         logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
         t = time.perf_counter()
-        db = tune.open_database(work_dir) if dry_run else tune.tune(v.mod, target, work_dir, trials)
+        seed, where = (AA_SEED, f"{work_dir}-aa") if v.name == "stock-aa" else (0, work_dir)
+        db = tune.open_database(where) if dry_run else tune.tune(v.mod, target, where, trials, seed=seed)
         v.tune_seconds = time.perf_counter() - t
     t = time.perf_counter()
     with warnings.catch_warnings():
@@ -286,10 +359,15 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
     dev = device_for(target)
     sources = provenance.sources_hash()  # before the pass reads the rules
     built: dict[str, Variant] = {}
+    twins: dict[str, str] = {}  # variant -> the variant whose executable it is (not built or timed twice)
     for vname in variants:
         try:
             v = make_variant(vname, model.mod, target, pass_options(args))
-            build_variant(v, target, args.flow, args.trials, work_dir)
+            twin = _twin(v, built, args.flow)
+            if twin is None:
+                build_variant(v, target, args.flow, args.trials, work_dir)
+            else:
+                twins[vname], v.ex, v.notes = twin, built[twin].ex, f"the same module as {twin}"
             built[vname] = v
         except Exception as err:  # a variant TVM cannot build is reported, not fatal
             failures[f"{name}/{vname}"] = _short(err)
@@ -302,6 +380,8 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
     numbers: dict[str, int] = {}
     outputs: dict[str, list[np.ndarray]] = {}
     for vname, v in built.items():
+        if vname in twins:
+            continue
         vm, vargs, samplers[vname], numbers[vname] = timing.tvm_sampler(v.ex, dev, model.inputs, args.min_ms)
         outputs[vname] = _flatten(vm["main"](*vargs))
     reference = None
@@ -314,6 +394,8 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
         except Exception as err:
             log.warning("%s: PyTorch eager failed: %s", name, err)
     times = timing.time_interleaved(samplers, args.repeat)
+    for vname, twin in twins.items():
+        times[vname], outputs[vname], numbers[vname] = times[twin], outputs[twin], numbers[twin]
     torch_ms = float(np.median(times["torch"])) if "torch" in times else None
     stock_ms = float(np.median(times["stock"]))
 
@@ -502,6 +584,45 @@ def summary_line(data: dict[str, dict[str, dict]]) -> str:
     )
 
 
+def noise_floor(vs: dict[str, dict]) -> float:
+    """How far from 1.0 a speedup must be to count, for one model: the larger of the
+    timing floor (half the p10-p90 spread of stock's samples, relative to its median) and
+    the tuning lottery (stock tuned again independently, ``stock-aa``, against stock)."""
+    stock = vs["stock"]
+    floor = (float(stock["p90_ms"]) - float(stock["p10_ms"])) / (2 * float(stock["median_ms"]))
+    aa = vs.get("stock-aa")
+    if aa is not None and not aa.get("notes", "").startswith("the same module"):
+        floor = max(floor, abs(float(stock["median_ms"]) / float(aa["median_ms"]) - 1.0))
+    return floor
+
+
+def best_stock_table(data: dict[str, dict[str, dict]]) -> list[str]:
+    """Per model: the fastest stock variant against the fastest eqsat variant, with the
+    model's noise floor; and the geometric mean of those speedups (the headline)."""
+    lines = [
+        "| model | best stock variant | its ms | best eqsat variant | its ms | eqsat vs best stock | noise floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    speedups, inside = [], 0
+    for model, vs in data.items():
+        stocks = [v for v in STOCK_VARIANTS if v in vs and v != "stock-aa"]
+        eqs = [v for v in EQSAT_VARIANTS if v in vs]
+        if "stock" not in vs or not eqs:
+            continue
+        best_s = min(stocks, key=lambda v: float(vs[v]["median_ms"]))
+        best_e = min(eqs, key=lambda v: float(vs[v]["median_ms"]))
+        s_ms, e_ms = float(vs[best_s]["median_ms"]), float(vs[best_e]["median_ms"])
+        speedup, floor = s_ms / e_ms, noise_floor(vs)
+        speedups.append(speedup)
+        within = abs(speedup - 1.0) <= floor
+        inside += within
+        lines.append(f"| {model} | {best_s} | {s_ms:.4g} | {best_e} | {e_ms:.4g} | {speedup:.3f}x"
+                     f"{' (within noise)' if within else ''} | ±{100 * floor:.1f}% |")
+    lines += ["", f"Geometric-mean speedup of the best eqsat variant over the best stock variant: "
+                  f"**{geomean(speedups)}** over {len(speedups)} models ({inside} within their noise floor)."]
+    return lines
+
+
 def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     """The results table (one row per model) and the geometric-mean speedups over stock."""
     flow, m = sidecar["flow"], sidecar["machine"]
@@ -525,6 +646,16 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
         *(_md_row(model, vs) for model, vs in data.items()),
     ]
     lines += ["", summary_line(data)]
+    if any(v in vs for vs in data.values() for v in ("stock+tvm", "stock+nhwc", "eqsat+tvm")):
+        lines += ["", "## Against the best stock variant", "",
+                  "Stock variants: stock, stock+cpm, stock+tvm (TVM's graph passes: "
+                  f"{', '.join(dict.fromkeys(TVM_PASSES))}), stock+nhwc (ConvertLayout to NHWC); eqsat "
+                  "variants: eqsat, eqsat+tvm (TVM's graph passes, then the pass). A gain or loss counts "
+                  "only outside the model's noise floor (stock's p10-p90 half-spread, and stock tuned "
+                  "again with another seed in the tuned flow).", "", *best_stock_table(data)]
+        passes = [f"{model}: stock+tvm `{vs['stock+tvm']['rules_fired'] or 'none'}`" for model, vs in data.items()
+                  if "stock+tvm" in vs]
+        lines += ["", "TVM passes that changed each model: " + "; ".join(passes) + "."]
     rules = [f"{model}: `{vs['eqsat']['rules_fired']}`" for model, vs in data.items()
              if "eqsat" in vs and vs["eqsat"]["rules_fired"]]
     if rules:
@@ -546,8 +677,9 @@ def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
     data = _by_model(rows)
     names = list(data)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 2), 4))
-    width = 0.38
-    for k, variant in enumerate(("stock+cpm", "eqsat")):
+    shown = [v for v in VARIANTS if v not in ("stock", "stock-aa") and any(v in vs for vs in data.values())]
+    width = 0.8 / max(len(shown), 1)
+    for k, variant in enumerate(shown):
         heights, lo, hi = [], [], []
         for model in names:
             r, stock = data[model].get(variant), data[model].get("stock")
@@ -559,7 +691,7 @@ def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
             heights.append(h)
             lo.append(max(0.0, h - s / float(r["p90_ms"])))
             hi.append(max(0.0, s / float(r["p10_ms"]) - h))
-        pos = np.arange(len(names)) + (k - 0.5) * width
+        pos = np.arange(len(names)) + (k - (len(shown) - 1) / 2) * width
         ax.bar(pos, heights, width, yerr=[lo, hi], capsize=2, label=variant)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(np.arange(len(names)), names, rotation=30, ha="right")
@@ -576,7 +708,7 @@ def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
 
 
 QUICK = ["--models", "bert-base", "--small", "--flow", "tuned", "--trials", "4", "--repeat", "15",
-         "--min-ms", "5", "--force"]  # fmt: skip
+         "--min-ms", "5", "--force", "--variants", "stock", "stock+cpm", "stock+tvm", "eqsat"]  # fmt: skip
 """``--quick``: one small model, a small tuning budget, a few minutes on 2 cores."""
 QUICK_DIR = Path(os.path.expanduser("~/.cache/tvm_eqsat/quick"))
 
@@ -612,7 +744,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.quick:
         given = {a.split("=")[0] for a in argv if a.startswith("--")}
         defaults = p.parse_args(QUICK)
-        for key in ("models", "small", "flow", "trials", "repeat", "min_ms", "force"):
+        for key in ("models", "small", "flow", "trials", "repeat", "min_ms", "force", "variants"):
             if f"--{key.replace('_', '-')}" not in given:
                 setattr(args, key, getattr(defaults, key))
         if "--out-dir" not in given:

@@ -1,4 +1,4 @@
-"""scripts/benchmark.py end to end on one small model: three variants timed and checked,
+"""scripts/benchmark.py end to end on one small model: every variant timed and checked,
 results files written, a second run resumes instead of re-measuring."""
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ def _rows(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def test_csv_has_three_checked_variants(run):
-    _, out, _ = run
-    rows = _rows(out / "llvm-default-small.csv")
-    assert [r["variant"] for r in rows] == ["stock", "stock+cpm", "eqsat"]
-    for r in rows:
+def test_csv_has_every_variant_checked(run):
+    bench, out, _ = run
+    rows = {r["variant"]: r for r in _rows(out / "llvm-default-small.csv")}
+    assert list(rows) == list(bench.VARIANTS)
+    for r in rows.values():
         assert r["model"] == "nasrnn"
         for key in ("median_ms", "p10_ms", "p90_ms"):
             assert math.isfinite(float(r[key])) and float(r[key]) > 0, (r["variant"], key, r[key])
@@ -46,13 +46,34 @@ def test_csv_has_three_checked_variants(run):
         assert float(r["max_rel_diff"]) <= 1e-4 and math.isfinite(float(r["max_abs_diff"]))
         assert float(r["torch_max_rel_diff"]) <= 1e-4  # nasrnn has a PyTorch source
         assert float(r["pass_seconds"]) >= 0 and float(r["torch_ms"]) > 0
-    eqsat = rows[2]
+    eqsat = rows["eqsat"]
     assert int(eqsat["enodes"]) > 0 and float(eqsat["predicted_speedup"]) >= 1.0
     assert eqsat["changed"] == "1" and "matmul-merge" in eqsat["rules_fired"]
-    assert rows[1]["rules_fired"].startswith("matmuls:")  # CombineParallelMatmul merged something
-    assert float(rows[0]["speedup_vs_stock"]) == 1.0
-    hashes = [r["module_hash"] for r in rows]  # graph_accuracy.py checks the timed module by it
-    assert all(len(h) == 16 for h in hashes) and hashes[2] != hashes[0]
+    assert rows["stock+cpm"]["rules_fired"].startswith("matmuls:")  # CombineParallelMatmul merged something
+    assert float(rows["stock"]["speedup_vs_stock"]) == 1.0
+    # nasrnn has no convolution, and the default flow does not tune: those rows are stock's build
+    for twin in ("stock+nhwc", "stock-aa"):
+        assert rows[twin]["notes"] == "the same module as stock" and rows[twin]["median_ms"] == rows["stock"]["median_ms"]
+    assert rows["stock+tvm"]["rules_fired"]  # which of TVM's passes changed the model
+    hashes = [r["module_hash"] for r in rows.values()]  # graph_accuracy.py checks the timed module by it
+    assert all(len(h) == 16 for h in hashes) and rows["eqsat"]["module_hash"] != rows["stock"]["module_hash"]
+
+
+def test_noise_floor_and_best_stock_headline():
+    bench = load_script("benchmark")
+
+    def row(ms, p10, p90, notes=""):
+        return {"median_ms": str(ms), "p10_ms": str(p10), "p90_ms": str(p90), "notes": notes}
+
+    data = {"a": {"stock": row(10, 9, 11), "stock+tvm": row(8, 7.8, 8.2), "stock-aa": row(9.6, 9, 10),
+                  "eqsat": row(7, 6.9, 7.1), "eqsat+tvm": row(7.5, 7, 8)},
+            "b": {"stock": row(4, 3.9, 4.1), "stock+nhwc": row(4.2, 4, 4.4), "eqsat": row(3.96, 3.9, 4.0)}}
+    assert bench.noise_floor(data["a"]) == pytest.approx(max(0.1, 10 / 9.6 - 1))  # the A/A control is larger
+    assert bench.noise_floor(data["b"]) == pytest.approx(0.025)
+    lines = "\n".join(bench.best_stock_table(data))
+    assert "| a | stock+tvm | 8 | eqsat | 7 | 1.143x | ±10.0% |" in lines  # against stock+tvm, not stock
+    assert "| b | stock | 4 | eqsat | 3.96 | 1.010x (within noise) | ±2.5% |" in lines
+    assert "over 2 models (1 within their noise floor)" in lines
 
 
 def test_sidecar_markdown_and_chart(run):
@@ -66,6 +87,7 @@ def test_sidecar_markdown_and_chart(run):
     assert sidecar["command"].endswith(" ".join(argv[-2:]))
     md = (out / "llvm-default-small.md").read_text()
     assert "| nasrnn" in md and "Geometric-mean speedup over stock" in md
+    assert "## Against the best stock variant" in md and "over the best stock variant" in md
     assert (out / "llvm-default-small.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -100,6 +122,7 @@ def test_quick_is_one_small_tuned_model_and_explicit_options_win():
     bench = load_script("benchmark")
     args = bench.parse_args(["--quick"])
     assert (args.models, args.small, args.flow, args.trials, args.force) == (["bert-base"], True, "tuned", 4, True)
+    assert args.variants == ["stock", "stock+cpm", "stock+tvm", "eqsat"]
     assert args.out_dir == str(bench.QUICK_DIR)
     args = bench.parse_args(["--quick", "--trials", "2", "--models", "nasrnn", "--out-dir", "/tmp/x"])
     assert (args.models, args.trials, args.out_dir, args.flow) == (["nasrnn"], 2, "/tmp/x", "tuned")
