@@ -46,3 +46,30 @@ def test_cuda_bundle_for_the_device_fits_and_carries_its_python(tmp_path):
     assert list((path / "wheels").glob("apache_tvm_ffi-*-cp312-*.whl"))
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["target_kind"] == "cuda" and manifest["python"] == "3.12"
+
+
+def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
+    """Candidates built here, timed by the runtime-only runner in another process,
+    recorded as measured records; the tuned build then uses them and computes the same."""
+    import numpy as np
+    import tvm
+
+    from tvm_eqsat import batch_tune, tune, verify
+
+    mod = _mlp()
+    path = batch_tune.candidate_bundle(mod, "llvm", tmp_path / "b", n=2, number=2, repeat=2,
+                                       python_version=f"{sys.version_info.major}.{sys.version_info.minor}")
+    kernels = [e for e in json.loads((path / "manifest.json").read_text())["entries"] if e["kind"] == "kernel"]
+    assert len(kernels) >= 2
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    subprocess.run([sys.executable, str(path / "run.py"), "--out", str(tmp_path / "out")], check=True, env=env,
+                   capture_output=True, timeout=600)
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert result["runtime_only"] and not result["failures"] and len(result["rows"]) == len(kernels)
+    db = batch_tune.record_results(path, tmp_path / "out" / "results.json", tmp_path / "db")
+    assert len(db.get_all_tuning_records()) == len(kernels)
+    target = tune.tuning_target("llvm")
+    vm = tvm.relax.VirtualMachine(tune.build(mod, target, db), tvm.cpu())
+    args = verify.random_inputs(mod["main"])
+    got = vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
+    np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)

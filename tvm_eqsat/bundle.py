@@ -24,6 +24,7 @@ A bundle is a folder holding:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -111,32 +112,51 @@ def build_bundle(entries: list[Entry], target: Any, out_dir: str | os.PathLike,
     from . import tune, verify
 
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
-    out = Path(out_dir)
-    if out.exists():
-        shutil.rmtree(out)
-    (out / "python").mkdir(parents=True)
-    manifest = {"target_kind": tgt.kind.name, "target": str(tgt), "entries": [], "built_with": provenance.record()}
-    env = {"TVM_CUDA_COMPILE_MODE": "nvcc"} if tgt.kind.name == "cuda" else {}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    out, manifest = new_bundle(out_dir, tgt)
+    with cuda_compile_env(tgt):
         for e in entries:
             ex = tune.build(e.mod, tgt, e.database)
             ex.export_library(str(out / f"{e.name}.so"))
             row = {"name": e.name, "file": f"{e.name}.so", "inputs": _input_specs(e.mod["main"]),
                    "number": e.number, "repeat": e.repeat}
             if expected and tgt.kind.name == "llvm":
-                inputs = [np.random.default_rng(0).standard_normal(s).astype(d) if "float" in d else np.zeros(s, d)
-                          for s, d in row["inputs"]]  # the device run's inputs: the same seed, the same order
+                rng = np.random.default_rng(0)  # the device run's inputs: the same seed, the same order
+                inputs = [rng.standard_normal(s).astype(d) if "float" in d else np.zeros(s, d) for s, d in row["inputs"]]
                 np.save(out / f"{e.name}.expected.npy", verify.run(e.mod, inputs)[0])
                 row["expected"] = f"{e.name}.expected.npy"
             manifest["entries"].append(row)
+    return finish_bundle(out, manifest, python_version)
+
+
+@contextlib.contextmanager
+def cuda_compile_env(target: tvm.target.Target):
+    """CUDA kernels compiled with nvcc (NVRTC needs cuda-bindings, which only a GPU box has)."""
+    if target.kind.name != "cuda":
+        yield
+        return
+    old = os.environ.get("TVM_CUDA_COMPILE_MODE")
+    os.environ["TVM_CUDA_COMPILE_MODE"] = "nvcc"
+    try:
+        yield
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        if old is None:
+            os.environ.pop("TVM_CUDA_COMPILE_MODE", None)
+        else:
+            os.environ["TVM_CUDA_COMPILE_MODE"] = old
+
+
+def new_bundle(out_dir: str | os.PathLike, target: tvm.target.Target) -> tuple[Path, dict]:
+    """An empty bundle folder and its manifest (entries to be added)."""
+    out = Path(out_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "python").mkdir(parents=True)
+    return out, {"target_kind": target.kind.name, "target": str(target), "entries": [],
+                 "built_with": provenance.record()}
+
+
+def finish_bundle(out: Path, manifest: dict, python_version: str) -> Path:
+    """Add the runtime, the runner and the manifest; check the size a run may carry."""
     _copy_runtime_package(out / "python")
     if python_version == f"{sys.version_info.major}.{sys.version_info.minor}":
         _installed_ffi(out / "python")
@@ -148,7 +168,7 @@ def build_bundle(entries: list[Entry], target: Any, out_dir: str | os.PathLike,
     size = bundle_bytes(out)
     if size > LIMIT_BYTES:
         raise ValueError(f"bundle {out} is {size / 2**20:.1f} MiB, over the {LIMIT_BYTES >> 20} MiB a run may carry")
-    log.info("bundle %s: %d entries, %.1f MiB", out, len(entries), size / 2**20)
+    log.info("bundle %s: %d entries, %.1f MiB", out, len(manifest["entries"]), size / 2**20)
     return out
 
 

@@ -41,15 +41,32 @@ def _device(tvm, kind: str):
     return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
 
 
+def _args(tvm, np, specs, dev) -> list:
+    rng = np.random.default_rng(0)
+    return [tvm.runtime.tensor(rng.standard_normal(shape).astype(dtype) if "float" in dtype
+                               else np.zeros(shape, dtype), dev) for shape, dtype in specs]
+
+
+def _samples(timer, args) -> dict:
+    samples_ms = sorted(t * 1e3 for t in timer(*args).results)
+    return {"median_ms": samples_ms[len(samples_ms) // 2], "p10_ms": samples_ms[len(samples_ms) // 10],
+            "p90_ms": samples_ms[(9 * len(samples_ms)) // 10], "samples": len(samples_ms)}
+
+
+def time_kernel(tvm, entry: dict, dev, np) -> dict:
+    """One compiled kernel (a MetaSchedule candidate): its function timed on random buffers."""
+    lib = tvm.runtime.load_module(str(HERE / entry["file"]))
+    timer = lib.time_evaluator(entry["function"], dev, number=entry.get("number", 10), repeat=entry.get("repeat", 5))
+    return {"name": entry["name"], **_samples(timer, _args(tvm, np, entry["inputs"], dev))}
+
+
 def time_entry(tvm, VirtualMachine, entry: dict, dev, np) -> dict:
     """Load one library, check its outputs, time ``main``: a result row."""
+    if entry.get("kind") == "kernel":
+        return time_kernel(tvm, entry, dev, np)
     lib = tvm.runtime.load_module(str(HERE / entry["file"]))
     vm = VirtualMachine(lib, dev)
-    rng = np.random.default_rng(0)
-    args = []
-    for shape, dtype in entry["inputs"]:
-        value = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
-        args.append(tvm.runtime.tensor(value, dev))
+    args = _args(tvm, np, entry["inputs"], dev)
     out = vm["main"](*args)
     row = {"name": entry["name"]}
     expected = HERE / entry["expected"] if entry.get("expected") else None
@@ -59,10 +76,7 @@ def time_entry(tvm, VirtualMachine, entry: dict, dev, np) -> dict:
         scale = float(np.max(np.abs(ref))) or 1.0
         row["max_rel_diff"] = float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
     timer = vm.time_evaluator("main", dev, number=entry.get("number", 10), repeat=entry.get("repeat", 30))
-    samples_ms = [t * 1e3 for t in timer(*args).results]
-    samples_ms.sort()
-    row.update(median_ms=samples_ms[len(samples_ms) // 2], p10_ms=samples_ms[len(samples_ms) // 10],
-               p90_ms=samples_ms[(9 * len(samples_ms)) // 10], samples=len(samples_ms))
+    row.update(_samples(timer, args))
     return row
 
 
