@@ -56,7 +56,6 @@ class Options:
     validate: bool = True  # check every rewritten block against the original on random inputs
     fold_weights: bool = False  # parameters after num_input are transformed once (LiftTransformParams): weight-only work is free
 
-
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -418,7 +417,7 @@ def roundtrip(mod: tvm.IRModule, through_egraph: bool = True) -> tvm.IRModule:
         if skip_reason(func) is not None:
             continue
         blocks = [
-            block_from_graph(graph_from_block(b, weight_params(func))) if isinstance(b, relax.DataflowBlock) else b
+            block_from_graph(graph_from_block(b)) if isinstance(b, relax.DataflowBlock) else b
             for b in func.body.blocks
         ]
         new_mod[gv] = _with_blocks(func, blocks)
