@@ -447,7 +447,7 @@ def _exact(func, inputs: list) -> list[np.ndarray]:
     from tvm_eqsat.graph import graph_from_block
 
     g = graph_from_block(func.body.blocks[0])
-    interp = Interpreter(g)
+    interp = Interpreter()
     params = list(func.params)
     interp.inputs = {k: inputs[next(i for i, p in enumerate(params) if p.same_as(v))].astype(np.float32)
                      for k, v in enumerate(g.inputs)}

@@ -309,14 +309,13 @@ class Interpreter:
     A sound rewrite hands every opaque call the values the original hands it, so the
     check sees everything around opaque calls without running them."""
 
-    def __init__(self, graph: TensorGraph, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
         self.inputs: dict[int, Any] = {}  # Input index -> value
         self.ids: dict[tuple, int] = {}  # (op, attrs, child ids) -> structural id
         self.values: dict[int, Any] = {}  # structural id -> value
         self.opaque_calls: dict[int, list[tuple[list, Any]]] = {}  # opaque index -> (inputs, output)
         self.tvm_nodes = 0  # nodes run through TVM (cost accounting)
-        self.graph = graph
 
     def keys(self, graph: TensorGraph) -> dict[int, int]:
         """Structural id of every reachable node of ``graph``."""

@@ -33,7 +33,7 @@ class Validation:
 def validate(original: TensorGraph, new: TensorGraph, seed: int = 0, rtol: float = RTOL) -> Validation:
     """Compare ``new`` with ``original`` (same leaf tables) on one set of random inputs."""
     start = time.perf_counter()
-    interp = Interpreter(original, seed)
+    interp = Interpreter(seed)
     ref, got = interp.outputs_of([original, new])
     worst, failed = 0.0, None
     for (var, _), a, b in zip(original.outputs, ref, got):
