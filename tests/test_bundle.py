@@ -1,5 +1,6 @@
 """Runtime-only bundles: built here, run in a separate process with TVM's runtime only."""
 
+import csv
 import json
 import os
 import shutil
@@ -11,7 +12,7 @@ from tvm.relax import op as R
 
 from tvm_eqsat import bundle
 
-from helpers import const, module, tensor
+from helpers import const, load_script, module, tensor
 
 
 def _mlp():
@@ -73,3 +74,22 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     args = verify.random_inputs(mod["main"])
     got = vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
     np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
+    bench = load_script("device_bench")
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    bench.main(["build", "--small", "--models", "resnet50", "--target", "llvm", "--python", py,
+                "--variants", "stock", "stock+tvm", "eqsat", "--rounds", "2", "--repeat", "2", "--number", "1",
+                "--out", str(tmp_path / "b")])
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    subprocess.run([sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")], check=True,
+                   env=env, capture_output=True, timeout=600)
+    (tmp_path / "res").mkdir()
+    bench.main(["collect", str(tmp_path / "b"), str(tmp_path / "out" / "results.json"), "--small",
+                "--out-dir", str(tmp_path / "res")])
+    rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "res" / "llvm-default-small.csv"))}
+    assert {"stock", "stock+tvm", "eqsat"} <= set(rows)  # both rewrite resnet50 (batch-norm folding)
+    assert all(float(r["max_rel_diff"]) < 1e-4 and float(r["median_ms"]) > 0 for r in rows.values())
+    md = (tmp_path / "res" / "llvm-default-small.md").read_text()
+    assert "| resnet50 |" in md and "over the best stock variant" in md

@@ -104,27 +104,30 @@ def _installed_ffi(dest: Path) -> None:
 
 
 def build_bundle(entries: list[Entry], target: Any, out_dir: str | os.PathLike,
-                 python_version: str = DEVICE_PYTHON, expected: bool = True) -> Path:
+                 python_version: str = DEVICE_PYTHON, expected: bool = True, rounds: int = 1) -> Path:
     """Compile every entry for ``target`` and write a runtime-only bundle to ``out_dir``.
 
-    ``expected``: also run each module here and store its outputs, which the device run
-    compares with (only where this machine can run the target: llvm)."""
+    ``expected``: also run each module here (llvm, whatever the target) and store its
+    outputs, which the device run compares with.  ``rounds``: the device times the
+    entries in this many interleaved rounds (each ``repeat`` samples), the order rotating."""
     from . import tune, verify
 
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     out, manifest = new_bundle(out_dir, tgt)
     with cuda_compile_env(tgt):
         for e in entries:
+            stem = e.name.replace("/", "__")
             ex = tune.build(e.mod, tgt, e.database)
-            ex.export_library(str(out / f"{e.name}.so"))
-            row = {"name": e.name, "file": f"{e.name}.so", "inputs": _input_specs(e.mod["main"]),
+            ex.export_library(str(out / f"{stem}.so"))
+            row = {"name": e.name, "file": f"{stem}.so", "inputs": _input_specs(e.mod["main"]),
                    "number": e.number, "repeat": e.repeat}
-            if expected and tgt.kind.name == "llvm":
+            if expected:
                 rng = np.random.default_rng(0)  # the device run's inputs: the same seed, the same order
                 inputs = [rng.standard_normal(s).astype(d) if "float" in d else np.zeros(s, d) for s, d in row["inputs"]]
-                np.save(out / f"{e.name}.expected.npy", verify.run(e.mod, inputs)[0])
-                row["expected"] = f"{e.name}.expected.npy"
+                np.save(out / f"{stem}.expected.npy", verify.run(e.mod, inputs)[0])
+                row["expected"] = f"{stem}.expected.npy"
             manifest["entries"].append(row)
+    manifest["rounds"] = rounds
     return finish_bundle(out, manifest, python_version)
 
 

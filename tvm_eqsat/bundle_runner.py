@@ -47,37 +47,30 @@ def _args(tvm, np, specs, dev) -> list:
                                else np.zeros(shape, dtype), dev) for shape, dtype in specs]
 
 
-def _samples(timer, args) -> dict:
-    samples_ms = sorted(t * 1e3 for t in timer(*args).results)
+def _stats(samples_ms: list[float]) -> dict:
+    samples_ms = sorted(samples_ms)
     return {"median_ms": samples_ms[len(samples_ms) // 2], "p10_ms": samples_ms[len(samples_ms) // 10],
             "p90_ms": samples_ms[(9 * len(samples_ms)) // 10], "samples": len(samples_ms)}
 
 
-def time_kernel(tvm, entry: dict, dev, np) -> dict:
-    """One compiled kernel (a MetaSchedule candidate): its function timed on random buffers."""
+def prepare(tvm, VirtualMachine, entry: dict, dev, np) -> tuple[dict, object, list]:
+    """Load one entry, run it once (checking its outputs against the expected ones, where
+    the bundle has them): (its result row so far, its timer, its arguments)."""
     lib = tvm.runtime.load_module(str(HERE / entry["file"]))
-    timer = lib.time_evaluator(entry["function"], dev, number=entry.get("number", 10), repeat=entry.get("repeat", 5))
-    return {"name": entry["name"], **_samples(timer, _args(tvm, np, entry["inputs"], dev))}
-
-
-def time_entry(tvm, VirtualMachine, entry: dict, dev, np) -> dict:
-    """Load one library, check its outputs, time ``main``: a result row."""
-    if entry.get("kind") == "kernel":
-        return time_kernel(tvm, entry, dev, np)
-    lib = tvm.runtime.load_module(str(HERE / entry["file"]))
-    vm = VirtualMachine(lib, dev)
     args = _args(tvm, np, entry["inputs"], dev)
-    out = vm["main"](*args)
+    number, repeat = entry.get("number", 10), entry.get("repeat", 30)
     row = {"name": entry["name"]}
+    if entry.get("kind") == "kernel":  # a compiled kernel (a MetaSchedule candidate)
+        return row, lib.time_evaluator(entry["function"], dev, number=number, repeat=repeat), args
+    vm = VirtualMachine(lib, dev)
+    out = vm["main"](*args)
     expected = HERE / entry["expected"] if entry.get("expected") else None
     if expected is not None and expected.exists():
         ref = np.load(expected)
         got = out.numpy() if hasattr(out, "numpy") else out[0].numpy()
         scale = float(np.max(np.abs(ref))) or 1.0
         row["max_rel_diff"] = float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
-    timer = vm.time_evaluator("main", dev, number=entry.get("number", 10), repeat=entry.get("repeat", 30))
-    row.update(_samples(timer, args))
-    return row
+    return row, vm.time_evaluator("main", dev, number=number, repeat=repeat), args
 
 
 def main() -> None:
@@ -91,16 +84,24 @@ def main() -> None:
     from tvm.runtime.vm import VirtualMachine
 
     dev = _device(tvm, manifest["target_kind"])
-    rows, failures = [], {}
+    prepared, failures = {}, {}
     for entry in manifest["entries"]:
         try:
-            rows.append(time_entry(tvm, VirtualMachine, entry, dev, np))
+            prepared[entry["name"]] = prepare(tvm, VirtualMachine, entry, dev, np)
         except Exception as err:  # noqa: BLE001 - one failing entry must not lose the others
             failures[entry["name"]] = f"{type(err).__name__}: {err}"[:500]
+    # interleaved rounds, their order rotating, so drift hits every entry alike
+    names, samples = list(prepared), {name: [] for name in prepared}
+    for r in range(manifest.get("rounds", 1)):
+        k = r % max(len(names), 1)
+        for name in names[k:] + names[:k]:
+            _, timer, targs = prepared[name]
+            samples[name] += [t * 1e3 for t in timer(*targs).results]
+    rows = [{**prepared[name][0], **_stats(samples[name])} for name in names]
     result = {
         "rows": rows, "failures": failures, "runtime_only": bool(getattr(tvm.base, "_RUNTIME_ONLY", False)),
         "tvm_file": tvm.__file__, "python": platform.python_version(), "device": str(dev),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "rounds": manifest.get("rounds", 1), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,124 @@
+"""End-to-end benchmark on a machine without TVM (the lent GPU): build here, time there.
+
+``build`` compiles the benchmark's variants of each model (``scripts/benchmark.py``'s
+``make_variant``: stock, stock+tvm, stock+nhwc, eqsat, ...) for the target with its
+default flow (dlight on CUDA, kernels compiled with nvcc) into one runtime-only bundle
+(``tvm_eqsat.bundle``), with each model's outputs computed here on llvm for the device
+to compare with.  On the device, ``python <bundle>/run.py --out $OUT`` times every
+entry in interleaved rounds.  ``collect`` turns that ``results.json`` into
+``benchmarks/results/<target>-default[-small].{csv,md}``, against the best stock variant.
+
+    python scripts/device_bench.py build --small --out out/cuda-small          # here (~64 MiB at most)
+    # device tool: python out/cuda-small/run.py --out $OUT
+    python scripts/device_bench.py collect out/cuda-small <files_at>/results.json --small
+
+Each library carries its model's bound weights: the small suite's 42 CUDA libraries (five
+variants, those equal to stock left out) take 140 MiB plus 20 MiB of runtime, so build it
+in parts that fit (``--models``; the build refuses a bundle over 64 MiB).  Full-size models
+do not fit at all; they need weights generated on the device (``keep_params_as_input``
+with ``fold_weights``), not done yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchmark import STOCK_VARIANTS, best_stock_table, make_target, make_variant, pass_options  # noqa: E402
+
+from tvm_eqsat import bundle, models, provenance  # noqa: E402
+
+VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat", "eqsat+tvm")
+FIELDS = ["model", "variant", "median_ms", "p10_ms", "p90_ms", "max_rel_diff", "speedup_vs_stock",
+          "predicted_speedup", "changed", "rules_fired", "notes"]  # fmt: skip
+
+
+def build(args) -> None:
+    target = make_target(args.target, args.arch)
+    builders = models.SMALL if args.small else models.MODELS
+    opts = pass_options(argparse.Namespace(time_limit=args.time_limit, cost_model="auto", flow="default",
+                                           speed_check=False, work_dir=None, trials=0))
+    entries, info = [], {}
+    for name in args.models:
+        model = builders[name]()
+        for vname in args.variants:
+            v = make_variant(vname, model.mod, target, opts)
+            if vname != "stock" and not v.changed:
+                continue  # the same module as stock: nothing more to time
+            entries.append(bundle.Entry(f"{name}/{vname}", v.mod, number=args.number, repeat=args.repeat))
+            info[f"{name}/{vname}"] = {"predicted_speedup": v.predicted_speedup, "changed": int(v.changed),
+                                       "rules_fired": v.rules_fired, "notes": v.notes}
+    path = bundle.build_bundle(entries, target, args.out, python_version=args.python, rounds=args.rounds)
+    (path / "variants.json").write_text(json.dumps(info, indent=1))
+    print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
+
+
+def collect(args) -> None:
+    result = json.loads(Path(args.results).read_text())
+    info = json.loads((Path(args.bundle) / "variants.json").read_text())
+    manifest = json.loads((Path(args.bundle) / "manifest.json").read_text())
+    data: dict[str, dict[str, dict]] = {}
+    for row in result["rows"]:
+        model, variant = row["name"].split("/")
+        data.setdefault(model, {})[variant] = {**row, **info.get(row["name"], {}), "model": model, "variant": variant}
+    rows = []
+    for model, vs in data.items():
+        stock = float(vs["stock"]["median_ms"]) if "stock" in vs else None
+        for variant, r in vs.items():
+            r["speedup_vs_stock"] = f"{stock / float(r['median_ms']):.4f}" if stock else ""
+            rows.append({k: r.get(k, "") for k in FIELDS})
+    stem = f"{manifest['target_kind']}-default{'-small' if args.small else ''}"
+    out = Path(args.out_dir)
+    with open(out / f"{stem}.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    table_data = {m: {v: {k: str(x) for k, x in r.items()} for v, r in vs.items() if v in (*STOCK_VARIANTS, "eqsat",
+                                                                                            "eqsat+tvm")}
+                  for m, vs in data.items()}
+    lines = [f"# {manifest['target_kind']}, default flow (dlight){' (small models)' if args.small else ''}", "",
+             f"Device: {result['device']}, Python {result['python']}, TVM runtime only: {result['runtime_only']}; "
+             f"{result['date']}; {result['rounds']} interleaved rounds. Built with "
+             f"{manifest['built_with'].get('commit', '?')[:10]}. Variants whose module is stock's are not listed.",
+             "", *best_stock_table(table_data)]
+    if result["failures"]:
+        lines += ["", "Failed on the device: " + "; ".join(f"{k}: {v}" for k, v in result["failures"].items())]
+    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    (out / f"{stem}.json").write_text(json.dumps({"device_result": {k: v for k, v in result.items() if k != "rows"},
+                                                  "built_with": manifest["built_with"],
+                                                  "collected_with": provenance.record()}, indent=1))
+    print("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="compile the variants into a runtime-only bundle")
+    b.add_argument("--models", nargs="+", default=list(models.SUITE))
+    b.add_argument("--small", action="store_true")
+    b.add_argument("--target", default="cuda", choices=["cuda", "llvm"])
+    b.add_argument("--arch", default="sm_90")
+    b.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    b.add_argument("--time-limit", type=float, default=30.0)
+    b.add_argument("--number", type=int, default=10)
+    b.add_argument("--repeat", type=int, default=5, help="samples per entry per round")
+    b.add_argument("--rounds", type=int, default=6)
+    b.add_argument("--python", default=bundle.DEVICE_PYTHON, help="the device's Python (major.minor)")
+    b.add_argument("--out", required=True)
+    c = sub.add_parser("collect", help="results.json from the device -> results files")
+    c.add_argument("bundle")
+    c.add_argument("results")
+    c.add_argument("--small", action="store_true")
+    c.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
+    args = ap.parse_args(argv)
+    build(args) if args.command == "build" else collect(args)
+
+
+if __name__ == "__main__":
+    main()
