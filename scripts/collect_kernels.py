@@ -43,13 +43,13 @@ from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy, module_graphs
 from tvm_eqsat.measure import (
     CALIBRATION_SIZES, build_workload, elementwise_ns, kernel_out_ty, kernel_workloads, measure, module_workloads,
-    nvcc_compile,
+    nvcc_compile, workload_module,
 )
 from tvm_eqsat.workload import Workload
 from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.saturate import saturate
-from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row
+from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row, ty_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,7 +184,7 @@ def calibrate_elementwise(args, flow: str, target: dict, work_dir: str, path: Pa
     print(f"{len(ns)} element-wise ops calibrated -> {path}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
     p.add_argument("--flow", default=None, choices=["tuned", "default"], help="default: tuned on llvm, default (dlight) on cuda")
@@ -209,7 +209,13 @@ def main() -> None:
     p.add_argument("--arch", default="sm_90", help="CUDA architecture")
     p.add_argument("--elementwise", action="store_true",
                    help=f"calibrate element-wise ops (ns per element) and write {ELEMENTWISE} beside the CSV")
-    args = p.parse_args()
+    p.add_argument("--bundle", default=None, metavar="DIR",
+                   help="do not time here: build the workloads into a runtime-only bundle for a machine without "
+                        "TVM (the GPU); time them there with DIR/run.py, then --from-bundle")
+    p.add_argument("--from-bundle", nargs=2, default=None, metavar=("DIR", "RESULTS"),
+                   help="append the rows of a bundle's device run (its results.json) to the CSV")
+    p.add_argument("--python", default=None, help="--bundle: the device's Python (default: the lent GPU's)")
+    args = p.parse_args(argv)
     flow = args.flow or ("tuned" if args.target == "llvm" else "default")
     out = Path(args.out or ROOT / "cost_models" / args.target / "dataset.csv")
     work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
@@ -234,10 +240,14 @@ def main() -> None:
             item for item in gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)
             if (item[2].key(), flow, str(args.trials)) not in done
         ]
+    if args.from_bundle:
+        return rows_from_bundle(*args.from_bundle, args.target, flow, out)
     if args.per_model is not None:
         todo = sample_per_model(todo, args.per_model, args.seed)
     if args.limit is not None:
         todo = todo[: args.limit]
+    if args.bundle:
+        return bundle_workloads(todo, target, args.bundle, args.python, args.repeat)
     out.parent.mkdir(parents=True, exist_ok=True)
     new_file = not out.exists()
     failures = 0
@@ -259,6 +269,42 @@ def main() -> None:
                                         m.p90_us, time.perf_counter() - t))
             f.flush()
     print(f"{len(todo) - failures} measured, {failures} skipped -> {out}")
+
+
+WORKLOADS = "workloads.json"  # kept with a bundle: what each of its entries is
+
+
+def bundle_workloads(todo, target: dict, out_dir: str, python: str | None, repeat: int) -> None:
+    """The workloads compiled (the target's default flow) into a runtime-only bundle."""
+    from tvm_eqsat import bundle
+
+    entries, info = [], {}
+    for i, (model, source, w) in enumerate(tqdm(todo, desc="compiling", file=sys.stderr)):
+        entries.append(bundle.Entry(f"w{i}", workload_module(w), number=10, repeat=repeat))
+        info[f"w{i}"] = {"model": model, "source": source, "workload": w.to_json(), "out_ty": ty_json(kernel_out_ty(w))}
+    path = bundle.build_bundle(entries, tvm.target.Target(target), out_dir, python_version=python or bundle.DEVICE_PYTHON,
+                               expected=False)
+    (path / WORKLOADS).write_text(json.dumps(info))
+    print(f"{path}: {len(entries)} kernels, {bundle.bundle_bytes(path) / 2**20:.1f} MiB; run {path}/run.py there")
+
+
+def rows_from_bundle(bundle_dir: str, results: str, target_kind: str, flow: str, out: Path) -> None:
+    """Dataset rows from a bundle's device run, appended to ``out``."""
+    info = json.loads((Path(bundle_dir) / WORKLOADS).read_text())
+    result = json.loads(Path(results).read_text())
+    new_file = not out.exists()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
+        if new_file:
+            writer.writeheader()
+        for row in result["rows"]:
+            w = info[row["name"]]
+            ty = TensorTy(tuple(w["out_ty"][0]), w["out_ty"][1])
+            writer.writerow(dataset_row(target_kind, flow, 0, w["model"], w["source"],
+                                        Workload.from_json(w["workload"]), ty, row["median_ms"] * 1e3,
+                                        row["p10_ms"] * 1e3, row["p90_ms"] * 1e3, 0.0))
+    print(f"{len(result['rows'])} rows ({len(result['failures'])} failed on the device) -> {out}")
 
 
 if __name__ == "__main__":

@@ -93,3 +93,19 @@ def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
     assert all(float(r["max_rel_diff"]) < 1e-4 and float(r["median_ms"]) > 0 for r in rows.values())
     md = (tmp_path / "res" / "llvm-default-small.md").read_text()
     assert "| resnet50 |" in md and "over the best stock variant" in md
+
+
+def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
+    """collect_kernels.py --bundle builds the kernels for a machine without TVM; the
+    device run's results.json becomes dataset rows (--from-bundle)."""
+    collect = load_script("collect_kernels")
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    common = ["--target", "llvm", "--flow", "default", "--small", "--models", "resnet50", "--sources", "model",
+              "--limit", "3", "--out", str(tmp_path / "dataset.csv")]
+    collect.main([*common, "--bundle", str(tmp_path / "b"), "--python", py, "--repeat", "2"])
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    subprocess.run([sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")], check=True,
+                   env=env, capture_output=True, timeout=600)
+    collect.main([*common, "--from-bundle", str(tmp_path / "b"), str(tmp_path / "out" / "results.json")])
+    rows = list(csv.DictReader(open(tmp_path / "dataset.csv")))
+    assert len(rows) == 3 and all(float(r["median_us"]) > 0 and r["source"] == "model" for r in rows)
