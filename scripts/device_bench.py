@@ -13,10 +13,11 @@ entry in interleaved rounds.  ``collect`` turns that ``results.json`` into
     python scripts/device_bench.py collect out/cuda-small <files_at>/results.json --small
 
 Each library carries its model's bound weights: the small suite's 42 CUDA libraries (five
-variants, those equal to stock left out) take 140 MiB plus 20 MiB of runtime, so build it
-in parts that fit (``--models``; the build refuses a bundle over 64 MiB).  Full-size models
-do not fit at all; they need weights generated on the device (``keep_params_as_input``
-with ``fold_weights``), not done yet.
+variants, those equal to stock left out) take 140 MiB plus 20 MiB of runtime, so ``build``
+packs the models into parts (``DIR/part0``, ``DIR/part1``, ...: one device run each, each
+under 64 MiB) by the bytes of their weights; ``collect`` each part's results.  Full-size
+models do not fit at all; they need weights generated on the device
+(``keep_params_as_input`` with ``fold_weights``), not done yet.
 """
 
 from __future__ import annotations
@@ -33,30 +34,55 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import STOCK_VARIANTS, best_stock_table, make_target, make_variant, pass_options  # noqa: E402
 
 from tvm_eqsat import bundle, models, provenance  # noqa: E402
+from tvm_eqsat.graph import TensorTy, module_graphs, ty_of  # noqa: E402
 
 VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat", "eqsat+tvm")
 FIELDS = ["model", "variant", "median_ms", "p10_ms", "p90_ms", "max_rel_diff", "speedup_vs_stock",
           "predicted_speedup", "changed", "rules_fired", "notes"]  # fmt: skip
 
 
+RUNTIME_MIB = 24  # the runtime part of a bundle (tvm without its compiler, the tvm_ffi wheel), with a margin
+CODE_MIB = 2.5  # a library's code beside its weights (small suite, CUDA sm_90: 0.6-2 MiB measured)
+
+
+def _constant_bytes(mod) -> int:
+    """Bytes of the constants bound in ``mod``: what each of its libraries carries."""
+    return sum(t.nbytes for g in module_graphs(mod) for t in (ty_of(c.ty) for c in g.constants)
+               if isinstance(t, TensorTy))
+
+
 def build(args) -> None:
+    """One bundle, or several (``DIR/part0``, ...) when the models' weights do not fit one:
+    models are packed in order into parts whose libraries' weights stay under the limit."""
     target = make_target(args.target, args.arch)
     builders = models.SMALL if args.small else models.MODELS
     opts = pass_options(argparse.Namespace(time_limit=args.time_limit, cost_model="auto", flow="default",
                                            speed_check=False, work_dir=None, trials=0))
-    entries, info = [], {}
+    room = (bundle.LIMIT_BYTES >> 20) - RUNTIME_MIB
+    parts: list[tuple[list, dict, float]] = [([], {}, 0.0)]
     for name in args.models:
         model = builders[name]()
+        mine, info = [], {}
         for vname in args.variants:
             v = make_variant(vname, model.mod, target, opts)
             if vname != "stock" and not v.changed:
                 continue  # the same module as stock: nothing more to time
-            entries.append(bundle.Entry(f"{name}/{vname}", v.mod, number=args.number, repeat=args.repeat))
+            mine.append(bundle.Entry(f"{name}/{vname}", v.mod, number=args.number, repeat=args.repeat))
             info[f"{name}/{vname}"] = {"predicted_speedup": v.predicted_speedup, "changed": int(v.changed),
                                        "rules_fired": v.rules_fired, "notes": v.notes}
-    path = bundle.build_bundle(entries, target, args.out, python_version=args.python, rounds=args.rounds)
-    (path / "variants.json").write_text(json.dumps(info, indent=1))
-    print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
+        mib = len(mine) * (_constant_bytes(model.mod) / 2**20 + CODE_MIB)
+        if mib > room:
+            raise ValueError(f"{name}: its {len(mine)} libraries carry {mib:.0f} MiB of weights, over the "
+                             f"{room} MiB a bundle has for them")
+        if parts[-1][0] and parts[-1][2] + mib > room:
+            parts.append(([], {}, 0.0))
+        entries, infos, used = parts[-1]
+        parts[-1] = (entries + mine, {**infos, **info}, used + mib)
+    for k, (entries, info, _) in enumerate(parts):
+        out = Path(args.out) / f"part{k}" if len(parts) > 1 else Path(args.out)
+        path = bundle.build_bundle(entries, target, out, python_version=args.python, rounds=args.rounds)
+        (path / "variants.json").write_text(json.dumps(info, indent=1))
+        print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
 
 
 def collect(args) -> None:

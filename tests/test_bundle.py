@@ -109,3 +109,15 @@ def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
     collect.main([*common, "--from-bundle", str(tmp_path / "b"), str(tmp_path / "out" / "results.json")])
     rows = list(csv.DictReader(open(tmp_path / "dataset.csv")))
     assert len(rows) == 3 and all(float(r["median_us"]) > 0 and r["source"] == "model" for r in rows)
+
+
+def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
+    bench = load_script("device_bench")
+    monkeypatch.setattr(bench, "RUNTIME_MIB", (bundle.LIMIT_BYTES >> 20) - 4)  # room for 4 MiB of libraries
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    bench.main(["build", "--small", "--models", "nasrnn", "squeezenet", "--target", "llvm", "--python", py,
+                "--variants", "stock", "--out", str(tmp_path / "b")])  # 2 x (weights + 2.5 MiB of code)
+    parts = sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert parts == ["part0", "part1"]
+    names = [json.loads((tmp_path / "b" / p / "manifest.json").read_text())["entries"][0]["name"] for p in parts]
+    assert names == ["nasrnn/stock", "squeezenet/stock"]
