@@ -483,18 +483,6 @@ def machine_info(target: tvm.target.Target) -> dict:
     return info
 
 
-def _plain(v):
-    """TVM containers (target attributes) as JSON-able Python values."""
-    if isinstance(v, (str, int, float, bool)) or v is None:
-        return v
-    if hasattr(v, "items"):
-        return {str(k): _plain(x) for k, x in v.items()}
-    try:
-        return [_plain(x) for x in v]
-    except TypeError:
-        return str(v)
-
-
 def write_sidecar(path: Path, args, target, argv: list[str], elapsed_s: float, failures: dict, eqsat_options,
                   source: dict) -> dict:
     """The JSON sidecar: this run's settings and machine, plus the history of earlier runs."""
@@ -508,7 +496,7 @@ def write_sidecar(path: Path, args, target, argv: list[str], elapsed_s: float, f
     sidecar = {
         "machine": machine_info(target),
         "versions": {**provenance.versions(), "tvm": tvm.__version__, "tvm_eqsat": tvm_eqsat.__version__},
-        "target": _plain(target.export()),
+        "target": provenance.plain(target.export()),
         "flow": args.flow,
         "trials": args.trials if args.flow == "tuned" else None,
         "work_dir": args.work_dir if args.flow == "tuned" else None,

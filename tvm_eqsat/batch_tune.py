@@ -27,7 +27,7 @@ from typing import Any
 import tvm
 from tvm.s_tir import meta_schedule as ms
 
-from . import bundle, tune
+from . import bundle, provenance, tune
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -62,26 +62,15 @@ def candidate_bundle(mod: tvm.IRModule, target: Any, out_dir: str | os.PathLike,
                 except Exception as err:  # a candidate that does not build is skipped, as tuning does
                     log.info("candidate %s of %s does not build: %s", c, task.task_name, err)
                     continue
-                args = [_plain(a.as_json()) for a in cand.args_info]  # ["TENSOR", dtype, shape]
+                args = [provenance.plain(a.as_json()) for a in cand.args_info]  # ["TENSOR", dtype, shape]
                 specs = [[a[2], a[1]] for a in args]
                 manifest["entries"].append({"kind": "kernel", "name": name, "file": f"{name}.so", "function": "main",
                                             "inputs": specs, "number": number, "repeat": repeat})
                 kept.append({"name": name, "task": task.task_name, "workload": tvm.ir.save_json(task.dispatched[0]),
-                             "trace": _plain(cand.sch.trace.as_json()), "args_info": args})
-    (out / CANDIDATES).write_text(json.dumps({"target": _plain(target.export()), "candidates": kept}))
+                             "trace": provenance.plain(cand.sch.trace.as_json()), "args_info": args})
+    (out / CANDIDATES).write_text(json.dumps({"target": provenance.plain(target.export()), "candidates": kept}))
     log.info("%d candidates of %d kernels", len(kept), len(tasks))
     return bundle.finish_bundle(out, manifest, python_version)
-
-
-def _plain(value):
-    """A target's exported config (TVM containers) as plain JSON values."""
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    if isinstance(getattr(value, "value", None), (int, float)):  # IntImm, FloatImm
-        return value.value
-    if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return [_plain(v) for v in value]
 
 
 def record_results(bundle_dir: str | os.PathLike, results: str | os.PathLike, work_dir: str | os.PathLike):

@@ -77,3 +77,18 @@ def source_state() -> dict:
 def record() -> dict:
     """Everything above in one dict, with the date: what a results sidecar starts with."""
     return {**machine(), "versions": versions(), **source_state(), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def plain(value):
+    """TVM values (target configs, traces, containers, IntImm) as plain JSON values;
+    anything else that is not iterable as its string."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(getattr(value, "value", None), (int, float)):  # IntImm, FloatImm
+        return value.value
+    if hasattr(value, "items"):
+        return {str(k): plain(v) for k, v in value.items()}
+    try:
+        return [plain(v) for v in value]
+    except TypeError:
+        return str(value)
