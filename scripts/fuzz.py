@@ -155,7 +155,7 @@ def _conv_steps(b: _Builder, rng) -> None:
             g = groups if oc % groups == 0 else 1
             y = _conv(b, x, oc, (k, k), stride, p, dil, g)
             if y is not None and rng.random() < 0.6:
-                b.step("relu", (y,), b.shapes[y])
+                b.step(str(rng.choice(["relu", "relu", "clip", "sigmoid", "silu"])), (y,), b.shapes[y])
     elif kind < 0.5:
         k, stride, pad, dil, groups = _random_conv_attrs(rng, c)
         oc = int(rng.integers(1, 4)) * groups
@@ -183,6 +183,9 @@ def _conv_steps(b: _Builder, rng) -> None:
         same = [i for i, s in enumerate(b.shapes) if s == (n, c, h, w) and i != x]
         if same:
             b.step("add", (x, int(rng.choice(same))), (n, c, h, w))
+    elif kind < 0.95:  # global average pooling, as the CNNs end
+        keep = bool(rng.random() < 0.5)
+        b.step("mean", (x,), (n, c, 1, 1) if keep else (n, c), axes=(2, 3), keepdims=keep)
     else:
         op = str(rng.choice(["max_pool2d", "avg_pool2d"]))
         k, s = int(rng.choice([1, 2, 3])), int(rng.integers(1, 3))
@@ -305,8 +308,14 @@ def to_module(prog: Program, name: str = "main"):
                     v = bb.emit(getattr(R.nn, s.op)(a[0], pool_size=at["pool"], strides=at["stride"], padding=at["pad"]))
                 elif s.op == "permute_dims":
                     v = bb.emit(R.permute_dims(a[0], list(at["axes"])))
-                elif s.op in ("relu", "gelu"):
+                elif s.op in ("relu", "gelu", "silu"):
                     v = bb.emit(getattr(R.nn, s.op)(a[0]))
+                elif s.op == "clip":
+                    v = bb.emit(R.clip(a[0], 0.0, 6.0))
+                elif s.op == "sigmoid":
+                    v = bb.emit(R.sigmoid(a[0]))
+                elif s.op == "mean":
+                    v = bb.emit(R.mean(a[0], list(at["axes"]), keepdims=at["keepdims"]))
                 else:  # add, multiply, matmul
                     v = bb.emit(getattr(R, s.op)(*a))
                 vals.append(v)
@@ -330,11 +339,15 @@ class Finding:
 
 
 def pass_options(k: int) -> dict:
-    """The pass options for the ``k``-th batch: every flow x extractor x search in turn."""
+    """The pass options for the ``k``-th batch: every flow x extractor x search in turn, with
+    the default rules and with every family (the opt-in ones too) in alternate rounds."""
+    from tvm_eqsat.rules import load_library
+
     return {
         "flow": FLOWS[k % 2],
         "extractor": EXTRACTORS[(k // 2) % 4],
         "search": SEARCHES[(k // 8) % 2],
+        "rules": None if (k // 16) % 2 == 0 else tuple(load_library().families),
         "mcts_preset": "fast",
         "time_limit_s": 60.0,
     }
@@ -492,7 +505,8 @@ def _live(prog: Program, outputs: list[int]) -> Program:
 
 def shrink(prog: Program, fails, budget_s: float = 300.0) -> Program:
     """A smaller program for which ``fails(program)`` still holds: outputs dropped one by
-    one, then steps bypassed (a step's uses read one of its same-shaped inputs)."""
+    one, an intermediate value made the only output, then steps bypassed (a step's uses
+    read one of its same-shaped inputs)."""
     deadline = time.monotonic() + budget_s
     best = _live(prog, list(prog.outputs))
     progress = True
@@ -507,6 +521,15 @@ def shrink(prog: Program, fails, budget_s: float = 300.0) -> Program:
         if progress:
             continue
         n_in = len(best.inputs)
+        for i, s in enumerate(best.steps):  # an intermediate value as the only output
+            if s.op in ("const", "param", "split"):
+                continue
+            cand = _live(best, [n_in + i])
+            if len(cand.steps) < len(best.steps) and fails(cand):
+                best, progress = cand, True
+                break
+        if progress:
+            continue
         for i, s in enumerate(best.steps):
             same = [a for a in s.args if best.shapes[a] == best.shapes[n_in + i]]
             if not same or s.op in ("tget",):

@@ -248,3 +248,62 @@ def test_dag_aware_extractors_choose_the_merge_tree_greedy_does_not(make, op):
     # tree cost counts the merged kernel once per part, so it looks more expensive
     new, report = tvm_eqsat.optimize(mod, "llvm", extractor="greedy")
     assert relax_ops(new)[op] == n_before
+
+
+def _layout_chain_snapshot(layers: int):
+    """The e-graph of ``layers`` 3x3 convs with relus and residual adds, grown with the
+    layout rules: every tensor in NCHW and in NHWC, each the other's permutation."""
+    import time
+
+    from tvm_eqsat import graph
+    from tvm_eqsat.egraph import TensorEGraph
+    from tvm_eqsat.rules import load_library
+    from tvm_eqsat.saturate import saturate
+
+    x = tensor("x", (1, 4, 8, 8))
+
+    def body(bb, x):
+        y = x
+        for i in range(layers):
+            c = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(y, const((4, 4, 3, 3), seed=i), padding=1))))
+            y = bb.emit(R.add(c, y)) if i % 2 else c
+        return y
+
+    g = graph.graph_from_block(module([x], body)["main"].body.blocks[0])
+    library = load_library().select(["nhwc", "layout"])
+    eg = TensorEGraph(g, library.program())
+    saturate(eg, library.families, node_limit=20000, iter_limit=20, deadline=time.monotonic() + 60)
+    snap = eg.snapshot()
+    return snap, [snap.root_of[nid] for _, nid in g.outputs]
+
+
+def test_ilp_runs_a_whole_chain_in_the_cheaper_layout_with_one_transpose_each_way():
+    """The layout rules give every tensor an NCHW and an NHWC form, each the other's
+    permutation (cycles the extractor must not take).  With NHWC convs cheaper, the optimum
+    runs the whole chain (relus and residual adds included) in NHWC, with one transpose in
+    and one out, and the solver proves it."""
+    snap, roots = _layout_chain_snapshot(12)
+
+    def cost(cls, node):
+        if node.op == "Conv2d":
+            return 1.0 if node.attrs[4] == "NHWC" else 2.0
+        return 0.3 if node.op == "Permute" and not snap.is_const[cls] else 0.01
+
+    info: dict = {}
+    choice = ilp(snap, cost, roots, time_limit_s=20.0, info=info)
+    assert info["status"] == "Optimal", info
+    chosen = [choice[c] for c in _live_classes(choice, roots)]
+    convs = [n for n in chosen if n.op == "Conv2d"]
+    assert len(convs) == 12 and all(n.attrs[4] == "NHWC" for n in convs)
+    assert sum(n.op == "Permute" and n.children and not snap.is_const[c]
+               for c, n in ((c, choice[c]) for c in _live_classes(choice, roots))) == 2
+
+
+def _live_classes(choice, roots):
+    seen, todo = set(), list(roots)
+    while todo:
+        c = todo.pop()
+        if c not in seen:
+            seen.add(c)
+            todo.extend(choice[c].children)
+    return seen

@@ -2,6 +2,7 @@
 
 import logging
 
+import numpy as np
 import pytest
 import tvm
 from tvm import relax, tirx
@@ -9,6 +10,7 @@ from tvm.relax import op as R
 
 import tvm_eqsat
 from tvm_eqsat import EqSatPass, optimize, pipeline
+from tvm_eqsat.rules import load_library
 
 from helpers import assert_close, const, module, relax_ops, tensor
 
@@ -226,3 +228,60 @@ def test_predicted_cost_is_what_the_report_counts(make):
         assert_close(mod, new)
     assert predicted_cost(mod, "llvm") == pytest.approx(f.cost_before, rel=1e-6)
     assert predicted_cost(new, "llvm") == pytest.approx(f.cost_after, rel=1e-3)
+
+
+def _conv_chain_module():
+    """Two 3x3 convs with batch norms and relus: the conv and nhwc families both apply."""
+    x = tensor("x", (1, 8, 12, 12))
+
+    def body(bb, x):
+        y = x
+        for i in range(2):
+            c = bb.emit(R.nn.conv2d(y, const((8, 8, 3, 3), seed=i), padding=1))
+            bn = bb.emit(R.nn.batch_norm(c, *(const((8,), seed=10 * i + k) for k in range(3)),
+                                         relax.const(np.ones(8, "float32")), axis=1, training=False))
+            y = bb.emit(R.nn.relu(relax.TupleGetItem(bn, 0)))
+        return y
+
+    return module([x], body)
+
+
+def test_layout_rules_run_only_with_a_cost_model_that_can_price_layouts():
+    """The roofline prices an NHWC conv like the NCHW one: by default the nhwc family is
+    not loaded under it (it would only grow the e-graph); named, it runs; the default-flow
+    model, which learned NHWC kernels, loads it; the tuned-flow model, which has none, does not."""
+    mod = _conv_chain_module()
+    nhwc = {r.name for r in load_library().select(["nhwc"]).rules}
+    _, report = optimize(mod, "llvm", cost_model="roofline")
+    assert report.cost_model == "roofline" and not nhwc & set(report.functions["main"].rules_applied)
+    _, report = optimize(mod, "llvm", cost_model="roofline", rules=["nhwc", "layout", "conv"])
+    assert report.functions["main"].rules_applied.get("conv2d-nhwc", 0) >= 2
+    _, report = optimize(mod, "llvm", flow="default")
+    assert report.cost_model == "xgb" and report.functions["main"].rules_applied.get("conv2d-nhwc", 0) >= 2
+    _, report = optimize(mod, "llvm", flow="tuned", cost_model="xgb")  # learned, but no NHWC kernel yet
+    assert report.cost_model == "xgb" and not nhwc & set(report.functions["main"].rules_applied)
+
+
+def test_report_says_what_changed_in_words():
+    """Counted on the graphs, not on the rules that fired: both batch norms fold, and the
+    summary and the JSON say so."""
+    new, report = optimize(_conv_chain_module(), "llvm", cost_model="roofline")
+    changes = report.functions["main"].changes
+    assert "2 batch norms folded into the convs" in changes, changes
+    assert "batch norms folded" in report.summary()
+    assert report.to_dict()["functions"]["main"]["changes"] == changes
+    assert relax_ops(new).get("relax.nn.batch_norm", 0) == 0
+
+
+def test_census_words():
+    from collections import Counter
+
+    from tvm_eqsat.describe import describe
+
+    before = Counter({"conv2d NCHW": 4, "batch_norm": 4, "matmul": 3})
+    after = Counter({"conv2d NCHW": 1, "conv2d NHWC": 2, "permute_dims": 2, "matmul": 1})
+    assert describe(before, after) == [
+        "2 of 3 convs run in NHWC", "4 convs merged into 3", "4 batch norms folded into the convs",
+        "3 matmuls merged into 1", "2 transposes added at layout boundaries",
+    ]
+    assert describe(after, after) == []

@@ -485,6 +485,111 @@ def relu_over_concat(seed, positive):
     return module([a, b], body), ["relu-over-concat"]
 
 
+# ---- nhwc: layout regions (P takes NCHW to NHWC, Q takes it back)
+
+P, Q = [0, 2, 3, 1], [0, 3, 1, 2]
+
+
+def conv2d_nhwc(seed, positive):
+    """Any stride, padding, dilation and groups; negative: the conv is NHWC already."""
+    rng = _rng(seed)
+    groups = [1, 2, 4][seed % 3]
+    cg, og, size = int(rng.integers(1, 4)), int(rng.integers(1, 3)), int(rng.integers(6, 10))
+    stride, dil = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    pad = [int(p) for p in rng.integers(0, 3, 4)]
+    cin, cout = groups * cg, groups * og
+    if positive:
+        x, w, layouts = tensor("x", (1, cin, size, size)), const((cout, cg, 3, 3), seed=seed), {}
+    else:
+        x, w = tensor("x", (1, size, size, cin)), const((cout, 3, 3, cg), seed=seed)
+        layouts = {"data_layout": "NHWC", "kernel_layout": "OHWI"}
+
+    def body(bb, x):
+        return R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil, groups=groups,
+                                             **layouts)))
+
+    return module([x], body), ["conv2d-nhwc"]
+
+
+def _unary_of_permute(op, name):
+    def build(seed, positive):
+        rng = _rng(seed)
+        x = tensor("x", tuple(int(d) for d in rng.integers(2, 5, 4)))
+
+        def body(bb, x):
+            y = bb.emit(R.permute_dims(x, Q))
+            if not positive:  # the op reads the permute through another op
+                y = bb.emit(R.reshape(y, [int(d) for d in y.ty.shape]))
+            return R.add(bb.emit(op(y)), y)
+
+        return module([x], body), [name]
+
+    return build
+
+
+def _binary_of_permutes(op, name):
+    def build(seed, positive):
+        rng = _rng(seed)
+        shape = tuple(int(d) for d in rng.integers(2, 5, 4))
+        a = tensor("a", shape)
+        # negative: the second operand is not permuted (given in the permuted shape)
+        b = tensor("b", shape if positive else tuple(shape[i] for i in Q))
+
+        def body(bb, a, b):
+            pb = bb.emit(R.permute_dims(b, Q)) if positive else b
+            return R.nn.relu(bb.emit(op(bb.emit(R.permute_dims(a, Q)), pb)))
+
+        return module([a, b], body), [name]
+
+    return build
+
+
+def _const_of_permute(op, name, const_first=False):
+    def build(seed, positive):
+        rng = _rng(seed)
+        n, h, w, c = (int(d) for d in rng.integers(2, 5, 4))
+        x = tensor("x", (n, h, w, c))
+        k = const((1, c, 1, 1) if positive else (c, 1, 1), seed=seed)  # negative: rank 3
+
+        def body(bb, x):
+            y = bb.emit(R.permute_dims(x, Q))
+            return R.nn.relu(bb.emit(op(k, y) if const_first else op(y, k)))
+
+        return module([x], body), [name]
+
+    return build
+
+
+def _pool_nhwc(op, name):
+    def build(seed, positive):
+        rng = _rng(seed)
+        size, c = int(rng.integers(6, 10)), int(rng.integers(2, 5))
+        k, stride, pad = int(rng.integers(2, 4)), int(rng.integers(1, 3)), int(rng.integers(0, 2))
+        x = tensor("x", (1, size, size, c))
+
+        def body(bb, x):
+            y = bb.emit(R.permute_dims(x, Q))
+            return R.nn.relu(bb.emit(op(y, k, stride, pad, ceil_mode=not positive)))  # negative: ceil mode
+
+        return module([x], body), [name]
+
+    return build
+
+
+def _mean_nhwc(keepdims, name):
+    def build(seed, positive):
+        rng = _rng(seed)
+        x = tensor("x", tuple(int(d) for d in rng.integers(2, 5, 4)))
+
+        def body(bb, x):
+            y = bb.emit(R.permute_dims(x, Q if positive else P))  # negative: the other permutation
+            return R.nn.relu(bb.emit(R.mean(y, [2, 3], keepdims=keepdims)))
+
+        return module([x], body), [name]
+
+    return build
+
+
 BUILDERS = {
     **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
     **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
@@ -525,6 +630,20 @@ BUILDERS = {
     **{f"matmul-transpose-{r}": _matmul_transpose(r) for r in (2, 3, 4)},
     "strided-slice-of-concat": strided_slice_of_concat,
     "strided-slice-identity": strided_slice_identity,
+    "conv2d-nhwc": conv2d_nhwc,
+    "relu-of-permute": _unary_of_permute(R.nn.relu, "relu-of-permute"),
+    "clip-of-permute": _unary_of_permute(lambda y: R.clip(y, 0.0, 6.0), "clip-of-permute"),
+    "sigmoid-of-permute": _unary_of_permute(R.sigmoid, "sigmoid-of-permute"),
+    "silu-of-permute": _unary_of_permute(R.nn.silu, "silu-of-permute"),
+    "add-of-permutes": _binary_of_permutes(R.add, "add-of-permutes"),
+    "mul-of-permutes": _binary_of_permutes(R.multiply, "mul-of-permutes"),
+    "add-const-of-permute": _const_of_permute(R.add, "add-const-of-permute"),
+    "const-add-of-permute": _const_of_permute(R.add, "const-add-of-permute", const_first=True),
+    "mul-const-of-permute": _const_of_permute(R.multiply, "mul-const-of-permute"),
+    "max-pool-nhwc": _pool_nhwc(R.nn.max_pool2d, "max-pool-nhwc"),
+    "avg-pool-nhwc": _pool_nhwc(R.nn.avg_pool2d, "avg-pool-nhwc"),
+    "mean-nhwc": _mean_nhwc(False, "mean-nhwc"),
+    "mean-nhwc-keepdims": _mean_nhwc(True, "mean-nhwc-keepdims"),
 }
 
 

@@ -90,7 +90,7 @@ def _with_rules(monkeypatch, text: str, names=("bad",)):
     """Make the pass load the shipped rules plus ``text`` (a family named "bad")."""
     extra = parse_rules(text, "bad")
     library = RuleLibrary(load_library().rules + tuple(extra))
-    monkeypatch.setattr(transform, "_library", lambda opts: library)
+    monkeypatch.setattr(transform, "_library", lambda opts, cost=None: library)
 
 
 def _relu_block(shape=(2, 3)):

@@ -140,6 +140,13 @@ class LearnedCostModel:
         return EPSILON_US + self._memo[key]
 
 
+def prices_layouts(cost_model) -> bool:
+    """Whether ``cost_model`` can tell an NHWC conv from the NCHW one: a learned model whose
+    measurements include channels-last convs (the roofline prices both alike)."""
+    kernels = getattr(cost_model, "kernels", None)
+    return kernels is not None and any('"NHWC"' in key for key in getattr(kernels, "measured", {}))
+
+
 COST_MODELS = ("auto", "xgb", "roofline")
 _warned: set[tuple[str, str]] = set()
 

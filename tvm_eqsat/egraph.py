@@ -159,6 +159,9 @@ def _refusal_rules(max_rank: int = 6) -> list[str]:
         f'(rule ((= e (Conv2d x w st pd dl g "NCHW" "OIHW" l3 od)) (= sx (shape x)) (= sw (shape w)) '
         f"(!= (vec-get sx 1) (* g (vec-get sw 1)))) "
         f'((type-error e "conv2d input channels differ from the weight")) {a})',
+        f'(rule ((= e (Conv2d x w st pd dl g "NHWC" "OHWI" l3 od)) (= sx (shape x)) (= sw (shape w)) '
+        f"(!= (vec-get sx 3) (* g (vec-get sw 3)))) "
+        f'((type-error e "conv2d input channels differ from the weight")) {a})',
         f'(rule ((= e (Conv2d x w st pd dl g l1 "OIHW" l3 od)) (= sw (shape w)) (!= 0 (% (vec-get sw 0) g))) '
         f'((type-error e "conv2d output channels not divisible by groups")) {a})',
         f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 od)) (= s (shape e)) (<= (vec-get s 2) 0)) '
@@ -215,6 +218,30 @@ def _broadcast_rules(max_rank: int = 6) -> list[str]:
     return rules
 
 
+def _pool_and_mean_shape_rules() -> list[str]:
+    """Shapes of the pools (floor mode) and channel means the layout rules create."""
+    a = ":ruleset analysis"
+    rules = []
+    for layout, (h, w) in (("NCHW", (2, 3)), ("NHWC", (1, 2))):
+        out = ["(vec-get sx 0)", "(vec-get sx 1)", "(vec-get sx 2)", "(vec-get sx 3)"]
+        for axis, i in ((h, 0), (w, 1)):  # padding is (top, left, bottom, right)
+            out[axis] = (f"(+ (/ (- (+ (vec-get sx {axis}) (+ (vec-get pd {i}) (vec-get pd {i + 2}))) "
+                         f"(+ (* (vec-get dl {i}) (- (vec-get k {i}) 1)) 1)) (vec-get st {i})) 1)")
+        for pool in ("MaxPool2d", "AvgPool2d"):
+            rules.append(f'(rule ((= e ({pool} x k st pd dl 0 cip "{layout}" "{layout}")) (= sx (shape x))) '
+                         f"((set (shape e) (vec-of {' '.join(out)}))) {a})")
+    for pool in ("MaxPool2d", "AvgPool2d"):
+        rules.append(f"(rule ((= e ({pool} x k st pd dl c cip l1 l2)) (= d (dtype x))) ((set (dtype e) d)) {a})")
+    for axes, keep in (((1, 2), (0, 3)), ((2, 3), (0, 1))):  # spatial means of rank-4 tensors
+        rules.append(f"(rule ((= e (Mean x (vec-of {axes[0]} {axes[1]}) 0)) (= sx (shape x)) (= 4 (vec-length sx))) "
+                     f"((set (shape e) (vec-of (vec-get sx {keep[0]}) (vec-get sx {keep[1]})))) {a})")
+        kept = " ".join("1" if i in axes else f"(vec-get sx {i})" for i in range(4))
+        rules.append(f"(rule ((= e (Mean x (vec-of {axes[0]} {axes[1]}) 1)) (= sx (shape x)) (= 4 (vec-length sx))) "
+                     f"((set (shape e) (vec-of {kept}))) {a})")
+    rules.append(f"(rule ((= e (Mean x ax kd)) (= d (dtype x))) ((set (dtype e) d)) {a})")
+    return rules
+
+
 def _structural_shape_rules() -> list[str]:
     """Shapes of concat, split parts and NCHW convolutions (what merge rules create)."""
     a = ":ruleset analysis"
@@ -264,8 +291,16 @@ def _structural_shape_rules() -> list[str]:
         "(+ (* (vec-get dl 0) (- (vec-get sw 2) 1)) 1)) (vec-get st 0)) 1) "
         "(+ (/ (- (+ (vec-get sx 3) (+ (vec-get pd 1) (vec-get pd 3))) "
         f"(+ (* (vec-get dl 1) (- (vec-get sw 3) 1)) 1)) (vec-get st 1)) 1)))) {a})",
+        # conv2d, NHWC data / OHWI kernel (the layout rules' form)
+        f'(rule ((= e (Conv2d x w st pd dl g "NHWC" "OHWI" "NHWC" od)) (= sx (shape x)) (= sw (shape w))) '
+        "((set (shape e) (vec-of (vec-get sx 0) "
+        "(+ (/ (- (+ (vec-get sx 1) (+ (vec-get pd 0) (vec-get pd 2))) "
+        "(+ (* (vec-get dl 0) (- (vec-get sw 1) 1)) 1)) (vec-get st 0)) 1) "
+        "(+ (/ (- (+ (vec-get sx 2) (+ (vec-get pd 1) (vec-get pd 3))) "
+        f"(+ (* (vec-get dl 1) (- (vec-get sw 2) 1)) 1)) (vec-get st 1)) 1) (vec-get sw 0)))) {a})",
         f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 "")) (= d (dtype x))) ((set (dtype e) d)) {a})',
         f'(rule ((= e (Conv2d x w st pd dl g l1 l2 l3 od)) (!= od "")) ((set (dtype e) od)) {a})',
+        *_pool_and_mean_shape_rules(),
         # the loaded node a class came from: orders operands so merges fire once per set
         f"(rule ((= e (Ref i))) ((set (orig-id e) i)) {a})",
         f"(rule ((= l (TCons h t)) (= i (orig-id h))) ((set (first-id l) i)) {a})",

@@ -25,7 +25,9 @@ TUPLE = "tuple"  # tuple plumbing, no code
 # a kernel of its own that the learned model was not trained on (pad, full, split): the
 # roofline costs it; pad and full mostly apply to constants, which fold to nothing; a
 # split is a view in Relax, but FuseOps never fuses it into its producer: it starts a
-# kernel (with its element-wise consumers, if any) that reads the input and writes the parts
+# kernel (with its element-wise consumers, if any) that reads the input and writes the parts;
+# permute_dims is no view either: a transpose is a copy kernel (FuseOps fuses the
+# element-wise ops after it, but never fuses it into a conv or matmul before or after)
 INJECTIVE = "injective"
 
 
@@ -420,7 +422,7 @@ SPECS: tuple[OpSpec, ...] = (
         [("axes", IVEC)],
         _read_permute,
         lambda xs, a: relax.op.permute_dims(xs[0], list(a[0])),
-        VIEW,
+        INJECTIVE,  # a transpose copies (a kernel of its own unless it folds into a constant)
     ),
     _spec(
         "Reshape",

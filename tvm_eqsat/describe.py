@@ -1,0 +1,75 @@
+"""What a rewrite changed, in words a user reads: the kernels that TVM will build before
+and after (convolutions by layout, batch norms, transposes, matmuls, ...), counted on
+the graphs the pass started from and returned, not on the rules that fired (a rule can
+fire in the e-graph without its result being chosen)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .graph import TensorGraph
+
+# census key -> (singular, plural) for the sentence
+NAMES = {
+    "conv2d NCHW": ("NCHW conv", "NCHW convs"),
+    "conv2d NHWC": ("NHWC conv", "NHWC convs"),
+    "batch_norm": ("batch norm", "batch norms"),
+    "permute_dims": ("transpose", "transposes"),
+    "matmul": ("matmul", "matmuls"),
+    "concat": ("concat", "concats"),
+    "split": ("split", "splits"),
+    "pool NHWC": ("NHWC pool", "NHWC pools"),
+    "pool NCHW": ("NCHW pool", "NCHW pools"),
+}
+
+
+def census(graph: TensorGraph) -> Counter:
+    """How many of each kind of node worth naming the graph holds (constant ones fold away
+    at compile time and are not counted)."""
+    counts: Counter = Counter()
+    for node in graph.nodes:
+        if node.is_const:
+            continue
+        if node.op == "Conv2d":
+            counts[f"conv2d {node.attrs[4]}"] += 1
+        elif node.op in ("MaxPool2d", "AvgPool2d"):
+            counts[f"pool {node.attrs[6]}"] += 1
+        elif node.op == "BatchNorm":
+            counts["batch_norm"] += 1
+        elif node.op == "Permute":
+            counts["permute_dims"] += 1
+        elif node.op == "Matmul":
+            counts["matmul"] += 1
+        elif node.op == "Concat":
+            counts["concat"] += 1
+        elif node.op == "Split":
+            counts["split"] += 1
+    return counts
+
+
+def _n(count: int, key: str) -> str:
+    one, many = NAMES.get(key, (key, key))
+    return f"{count} {one if count == 1 else many}"
+
+
+def describe(before: Counter, after: Counter) -> list[str]:
+    """Sentences for what differs between two censuses, the largest changes first."""
+    out = []
+    convs_before = before["conv2d NCHW"] + before["conv2d NHWC"]
+    convs_after = after["conv2d NCHW"] + after["conv2d NHWC"]
+    if after["conv2d NHWC"] > before["conv2d NHWC"]:
+        out.append(f"{after['conv2d NHWC'] - before['conv2d NHWC']} of {convs_after} convs run in NHWC")
+    if convs_after < convs_before:
+        out.append(f"{convs_before} convs merged into {convs_after}")
+    if after["batch_norm"] < before["batch_norm"]:
+        out.append(f"{_n(before['batch_norm'] - after['batch_norm'], 'batch_norm')} folded into the convs")
+    if after["matmul"] < before["matmul"]:
+        out.append(f"{before['matmul']} matmuls merged into {after['matmul']}")
+    regions = after["conv2d NHWC"] > before["conv2d NHWC"]
+    for key in ("permute_dims", "pool NHWC", "concat", "split"):
+        d = after[key] - before[key]
+        if d > 0:
+            out.append(f"{_n(d, key)} added" + (" at layout boundaries" if key == "permute_dims" and regions else ""))
+        elif d < 0:
+            out.append(f"{_n(-d, key)} removed")
+    return out
