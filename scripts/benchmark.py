@@ -41,15 +41,24 @@ machine drift hits all of them alike; each sample repeats the model until it las
 rewrite is kept only if its build times faster than the original's on this machine; the
 check's building, tuning and timing count in the pass time).
 
-Results go to ``benchmarks/results/<target>-<flow>[-small][-checked].{csv,json,md,png}`` (or
+Results go to ``benchmarks/results/<target>-<flow>[-small][-checked][-<tag>].{csv,json,md,png}`` (or
 ``--out-dir``): one CSV row per model and variant, appended as each model finishes; models
 whose rows are all there are skipped unless ``--force`` (which replaces a model's rows once
 its new ones are in, so an interrupted re-run loses nothing).  A model that fails to import or
-to build is logged and skipped.
+to build is logged and skipped.  The console shows progress (model, variant, phase, tuning
+trials with the time left) and the results; what TVM's C++ code prints (thousands of
+repeated warnings while MetaSchedule tunes) goes to ``<stem>.log`` beside the results.
+
+The tuned flow starts from the committed databases in ``benchmarks/tuning/`` (the kernels we
+measured, pruned to the best record each: ``scripts/export_tuning.py``), so their kernels are
+not tuned again at their budget (``--no-seed`` to tune everything here).  ``--tune-only``
+tunes every variant's kernels and stops (the long part, for a background job).
 
     python scripts/benchmark.py --quick                                  # small BERT, tuned, 4 trials (minutes)
     python scripts/benchmark.py --small --flow default                   # ten small models, llvm
     python scripts/benchmark.py --small --flow tuned --trials 8 --models nasrnn bert-base
+    python scripts/benchmark.py --small --flow tuned --trials 64 --tune-only --variants stock stock+tvm stock+nhwc stock-aa
+    python scripts/benchmark.py --small --flow default --rules identities algebra merges layout conv matmul nhwc --tag nhwc
     python scripts/benchmark.py --flow tuned --trials 64                 # full-size suite (hours)
     python scripts/benchmark.py --target cuda --small --dry-run          # compile for sm_90 here (no GPU)
     python scripts/benchmark.py --target cuda --flow default --out-dir $OUT   # on the GPU machine
@@ -84,7 +93,7 @@ from tqdm import tqdm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import tvm_eqsat  # noqa: E402
-from tvm_eqsat import models, provenance, timing, tune  # noqa: E402
+from tvm_eqsat import console, models, provenance, timing, tune  # noqa: E402
 from tvm_eqsat.verify import output_diffs  # noqa: E402
 
 log = logging.getLogger("benchmark")
@@ -101,12 +110,16 @@ VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS)
 TVM_PASSES = ("FoldBatchnormToConv2D", "DecomposeOpsForInference", "FoldConstant", "EliminateCommonSubexpr",
               "CombineParallelMatmul", "FuseTransposeMatmul", "FoldConstant")
 NHWC = {"relax.nn.conv2d": ["NHWC", "OHWI"]}  # stock+nhwc: TVM's ConvertLayout, every conv
+# MetaSchedule's evolutionary population (--population): 128 instead of its 512 halves the
+# search's time per round at no loss measured (4 kernels, 64 trials: 129 s instead of 274 s,
+# kernel time 0.977x in geometric mean; benchmarks/results/ms-overhead-llvm.md)
+POPULATION = 128
 AA_SEED = 1  # stock-aa: stock tuned again, independently (its own database, another seed)
 FIELDS = [
     "model", "variant", "median_ms", "p10_ms", "p90_ms", "max_abs_diff", "pass_seconds",
     "max_rel_diff", "torch_max_rel_diff", "speedup_vs_stock", "predicted_speedup", "changed",
     "enodes", "rules_fired", "torch_ms", "trials", "build_seconds", "tune_seconds",
-    "repeat", "number", "config", "notes", "sources", "module_hash",
+    "repeat", "number", "config", "notes", "sources", "module_hash", "changes",
 ]  # fmt: skip
 
 
@@ -125,6 +138,7 @@ class Variant:
     enodes: int | None = None
     rules_fired: str = ""
     notes: str = ""  # why the pass stopped or left blocks alone
+    changes: str = ""  # what the pass changed, in words (report.FunctionReport.changes)
     report: dict | None = None
     ex: Any = None  # the executable, once built
     build_seconds: float = 0.0
@@ -240,6 +254,7 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
         first, applied = tvm_graph_passes(mod, target)
         v = make_variant("eqsat", first, target, eqsat_options)
         v.name, v.pass_seconds = name, time.perf_counter() - t
+        v.changes = "; ".join([*(f"TVM: {p}" for p in applied), *([v.changes] if v.changes else [])])
         v.rules_fired = ";".join(applied + ([v.rules_fired] if v.rules_fired else []))
         return v
     if name == "stock+cpm":
@@ -263,6 +278,7 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
             enodes=sum(f.enodes for f in fns),
             rules_fired=";".join(f"{r}:{n}" for r, n in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))),
             notes=" | ".join(s for f in fns for s in [f.stop_reason, *f.skipped] if s)[:500],
+            changes="; ".join(c for f in fns for c in f.changes),
             report=report.to_dict(),
         )
     raise ValueError(f"unknown variant {name!r}")
@@ -278,19 +294,24 @@ def make_target(kind: str, arch: str) -> tvm.target.Target:
     return tvm.target.Target({"kind": "cuda", "arch": arch})
 
 
+def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: str, dry_run: bool = False):
+    """Tune ``v.mod``'s kernels into the variant's database (``stock-aa``: its own, another seed)."""
+    # MetaSchedule gives its console handler the level its logger has when tuning starts,
+    # and leaves the logger at DEBUG afterwards: put ours back before every call.
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
+    t = time.perf_counter()
+    seed, where = (AA_SEED, f"{work_dir}-aa") if v.name == "stock-aa" else (0, work_dir)
+    db = tune.open_database(where) if dry_run else tune.tune(v.mod, target, where, trials, seed=seed,
+                                                               population=POPULATION, progress=True)
+    v.tune_seconds = time.perf_counter() - t
+    return db
+
+
 def build_variant(v: Variant, target: tvm.target.Target, flow: str, trials: int, work_dir: str,
                   dry_run: bool = False) -> None:
     """Compile ``v.mod`` with the flow (tuning first for ``tuned``, except in a dry run).
     ``stock-aa`` tunes into a database of its own with another seed: the tuning lottery."""
-    db = None
-    if flow == "tuned":
-        # MetaSchedule gives its console handler the level its logger has when tuning starts,
-        # and leaves the logger at DEBUG afterwards: put ours back before every call.
-        logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
-        t = time.perf_counter()
-        seed, where = (AA_SEED, f"{work_dir}-aa") if v.name == "stock-aa" else (0, work_dir)
-        db = tune.open_database(where) if dry_run else tune.tune(v.mod, target, where, trials, seed=seed)
-        v.tune_seconds = time.perf_counter() - t
+    db = tune_variant(v, target, trials, work_dir, dry_run) if flow == "tuned" else None
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -353,6 +374,11 @@ def _fmt(x: float | None, spec: str = ".6g") -> str:
     return "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
+def status(text: str) -> None:
+    """Where the run is, on the models bar (``run`` points this at it)."""
+    log.info("%s", text)
+
+
 def bench_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
                 failures: dict[str, str]) -> list[dict]:
     """Build, check and time the variants of one model; the CSV rows (empty if stock fails)."""
@@ -362,9 +388,11 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
     twins: dict[str, str] = {}  # variant -> the variant whose executable it is (not built or timed twice)
     for vname in variants:
         try:
+            status(f"{name}: {vname}: {'pass' if vname.startswith('eqsat') else 'graph passes'}")
             v = make_variant(vname, model.mod, target, pass_options(args))
             twin = _twin(v, built, args.flow)
             if twin is None:
+                status(f"{name}: {vname}: {'tuning and building' if args.flow == 'tuned' else 'building'}")
                 build_variant(v, target, args.flow, args.trials, work_dir)
             else:
                 twins[vname], v.ex, v.notes = twin, built[twin].ex, f"the same module as {twin}"
@@ -393,6 +421,7 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
                 samplers["torch"] = torch_sample
         except Exception as err:
             log.warning("%s: PyTorch eager failed: %s", name, err)
+    status(f"{name}: timing {len(samplers)} builds, {args.repeat} interleaved rounds")
     times = timing.time_interleaved(samplers, args.repeat)
     for vname, twin in twins.items():
         times[vname], outputs[vname], numbers[vname] = times[twin], outputs[twin], numbers[twin]
@@ -422,9 +451,26 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
             "tune_seconds": _fmt(v.tune_seconds, ".1f") if args.flow == "tuned" else "",
             "torch_ms": _fmt(torch_ms), "trials": args.trials if args.flow == "tuned" else "",
             "repeat": args.repeat, "number": numbers[vname], "notes": v.notes,
-            "sources": sources, "module_hash": module_hash(v.mod),
+            "sources": sources, "module_hash": module_hash(v.mod), "changes": v.changes,
         })
     return [{k: str(v) for k, v in r.items()} for r in rows]  # as they read back from the CSV
+
+
+def tune_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
+               failures: dict[str, str]) -> None:
+    """``--tune-only``: tune every variant's kernels into the databases, nothing built or timed
+    (the long part of the tuned flow, run in the background; the timing run then tunes nothing)."""
+    built: dict[str, Variant] = {}
+    for vname in variants:
+        try:
+            v = make_variant(vname, model.mod, target, pass_options(args))
+            if _twin(v, built, "tuned") is None:
+                tune_variant(v, target, args.trials, work_dir)
+                tqdm.write(f"{name}/{vname}: tuned in {v.tune_seconds:.0f} s")
+            built[vname] = v
+        except Exception as err:
+            failures[f"{name}/{vname}"] = _short(err)
+            log.warning("%s/%s does not tune: %s", name, vname, _short(err))
 
 
 def dry_run_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
@@ -644,6 +690,10 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
         passes = [f"{model}: stock+tvm `{vs['stock+tvm']['rules_fired'] or 'none'}`" for model, vs in data.items()
                   if "stock+tvm" in vs]
         lines += ["", "TVM passes that changed each model: " + "; ".join(passes) + "."]
+    changed = [f"- {model}: {vs[v]['changes']}" for model, vs in data.items() for v in ("eqsat",)
+               if v in vs and vs[v].get("changes")]
+    if changed:
+        lines += ["", "What eqsat changed (counted on the graphs it returned):", "", *changed]
     rules = [f"{model}: `{vs['eqsat']['rules_fired']}`" for model, vs in data.items()
              if "eqsat" in vs and vs["eqsat"]["rules_fired"]]
     if rules:
@@ -653,6 +703,35 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     text = "\n".join(lines) + "\n"
     path.write_text(text)
     return text
+
+
+def explain(rows: list[dict], args) -> str:
+    """The main job's answer: per model, the variants' times, then one paragraph on what
+    the pass changed, the predicted and measured speedup over the best stock variant, and
+    how the outputs were checked."""
+    out = []
+    for model, vs in _by_model(rows).items():
+        if "stock" not in vs or "eqsat" not in vs:
+            continue
+        stocks = [v for v in STOCK_VARIANTS if v in vs and v != "stock-aa"]
+        best = min(stocks, key=lambda v: float(vs[v]["median_ms"]))
+        eq = vs["eqsat"]
+        flow = f"MetaSchedule, {args.trials} trials per kernel" if args.flow == "tuned" else "TVM's default schedules"
+        out += [f"{model} ({vs['stock']['config']}), llvm, {flow}, median of {args.repeat} interleaved samples:", ""]
+        for v in vs:
+            out.append(f"  {v:<11} {float(vs[v]['median_ms']):9.3f} ms   {float(vs[v]['speedup_vs_stock']):.3f}x vs stock")
+        speedup = float(vs[best]["median_ms"]) / float(eq["median_ms"])
+        floor = noise_floor(vs)
+        diffs = [_f(r, "max_rel_diff") for r in vs.values() if _f(r, "max_rel_diff") is not None]
+        torch = [_f(r, "torch_max_rel_diff") for r in vs.values() if _f(r, "torch_max_rel_diff") is not None]
+        out += ["", (
+            f"The pass changed: {eq.get('changes') or 'nothing'} ({float(eq['pass_seconds']):.1f} s). "
+            f"Against the best stock variant ({best}) it measured {speedup:.2f}x"
+            f"{' (within the noise floor)' if abs(speedup - 1) <= floor else ''}; its cost model predicted "
+            f"{float(eq['predicted_speedup'] or 1):.2f}x over stock. Every variant's outputs were checked against "
+            f"stock's (largest relative difference {max(diffs):.1e})"
+            + (f" and PyTorch eager's ({max(torch):.1e})." if torch else ".")), ""]
+    return "\n".join(out)
 
 
 def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
@@ -699,6 +778,21 @@ QUICK = ["--models", "bert-base", "--small", "--flow", "tuned", "--trials", "4",
          "--min-ms", "5", "--force", "--variants", "stock", "stock+cpm", "stock+tvm", "eqsat"]  # fmt: skip
 """``--quick``: one small model, a small tuning budget, a few minutes on 2 cores."""
 QUICK_DIR = Path(os.path.expanduser("~/.cache/tvm_eqsat/quick"))
+TUNING_DIR = ROOT / "benchmarks" / "tuning"  # committed pruned databases (scripts/export_tuning.py)
+
+
+def seed_databases(args) -> None:
+    """Start the tuned flow from the committed databases (the kernels we measured): their
+    kernels are not tuned again at their budget.  Says where they were tuned."""
+    for work, name in ((args.work_dir, args.target), (f"{args.work_dir}-aa", f"{args.target}-aa")):
+        seed = TUNING_DIR / name
+        n = tune.seed_database(work, seed)
+        if not n:
+            continue
+        source = json.loads((seed / "SOURCE.json").read_text()) if (seed / "SOURCE.json").is_file() else {}
+        here = provenance.cpu_name()
+        print(f"{n} tuned kernels from {seed.relative_to(ROOT)} (tuned on {source.get('cpu', 'an unrecorded CPU')}"
+              f"{'' if source.get('cpu') in (None, here) else f'; this machine: {here}, use --no-seed to tune here'})")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -716,6 +810,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--time-limit", type=float, default=30.0, help="tvm-eqsat pass time limit (s)")
     p.add_argument("--cost-model", default="auto",
                    help="the pass's cost_model (auto, roofline, xgb, or a model directory); it costs for --flow")
+    p.add_argument("--rules", nargs="+", default=None,
+                   help="the pass's rule families or rules (default: its default set; e.g. the opt-in nhwc family: "
+                        "--rules identities algebra merges layout conv matmul nhwc)")
+    p.add_argument("--tag", default=None, help="suffix of the results files (<target>-<flow>[-small]-<tag>.*)")
     p.add_argument("--speed-check", action="store_true",
                    help="run the pass with speed_check=True: it builds and times the module before and after its "
                         "rewrite (this flow, the --work-dir database, --trials) and keeps the rewrite only if "
@@ -723,6 +821,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--force", action="store_true", help="re-run models that already have rows")
     p.add_argument("--dry-run", action="store_true", help="compile every variant, no timing, no results files")
+    p.add_argument("--tune-only", action="store_true",
+                   help="tuned flow: tune every variant's kernels into the databases, nothing built or timed")
+    p.add_argument("--no-seed", action="store_true",
+                   help=f"tuned flow: do not start from the committed databases in {TUNING_DIR.relative_to(ROOT)}")
+    p.add_argument("--population", type=int, default=POPULATION,
+                   help="MetaSchedule's evolutionary population (its default: 512; ours: 128, "
+                        "see benchmarks/results/ms-overhead-llvm.md)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument(
         "--quick", action="store_true",
@@ -743,26 +848,45 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error(f"unknown models {unknown}; choose from {sorted(models.MODELS)}")
     args.variants = ["stock", *(v for v in VARIANTS if v in args.variants and v != "stock")]
     args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
+    if args.tune_only and args.flow != "tuned":
+        p.error("--tune-only needs --flow tuned")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    log_path = Path(args.out_dir) / f"{_stem(args)}.log"
+    with console.native_output_to(log_path) as stream:
+        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s",
+                            stream=stream, force=True)
+        status = run(args, argv)
+    print(f"TVM's and MetaSchedule's messages: {log_path}")
+    return status
+
+
+def _stem(args) -> str:
+    return (f"{args.target}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
+            f"{'-' + args.tag if args.tag else ''}")
+
+
+def run(args, argv: list[str]) -> int:
+    """The benchmark (``main`` without the console set-up)."""
     global MS_LOG_LEVEL
     MS_LOG_LEVEL = logging.INFO if args.verbose else logging.WARNING
+    global POPULATION
+    POPULATION = args.population
     logging.getLogger("tvm_eqsat").setLevel(MS_LOG_LEVEL)
     tune.use_all_cores()
     start, source = time.perf_counter(), provenance.source_state()
     target = make_target(args.target, args.arch)
     builders = models.SMALL if args.small else models.MODELS
     out_dir = Path(args.out_dir)
-    stem = f"{args.target}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
+    stem = _stem(args)
     csv_path = out_dir / f"{stem}.csv"
     failures: dict[str, str] = {}
 
-    rows = [] if args.dry_run else read_rows(csv_path)
+    rows = [] if args.dry_run or args.tune_only else read_rows(csv_path)
     # --force replaces a model's old rows only once its new ones are measured: an
     # interrupted or failing re-run keeps the results it did not replace
     stale = set(args.models) if args.force else set()
@@ -770,10 +894,14 @@ def main(argv: list[str] | None = None) -> int:
     todo = [m for m in args.models if not all((m, v) in done for v in args.variants)]
     if len(todo) < len(args.models):
         print(f"{len(args.models) - len(todo)} models already in {csv_path} (use --force to re-run them)")
+    if args.flow == "tuned" and not args.no_seed and not args.dry_run:
+        seed_databases(args)
     eqsat_options = _eqsat_options(args) if "eqsat" in args.variants else None
     bar = tqdm(todo, desc=f"{stem}{' (dry run)' if args.dry_run else ''}", unit="model", file=sys.stderr)
+    global status
+    status = bar.set_postfix_str
     for name in bar:
-        bar.set_postfix_str(name)
+        bar.set_postfix_str(f"{name}: import")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -784,6 +912,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if args.dry_run:
             dry_run_model(name, model, args.variants, args, target, args.work_dir, failures)
+            continue
+        if args.tune_only:
+            tune_model(name, model, args.variants, args, target, args.work_dir, failures)
             continue
         try:
             new = bench_model(name, model, args.variants, args, target, args.work_dir, failures)
@@ -805,6 +936,9 @@ def main(argv: list[str] | None = None) -> int:
                 f", eqsat {eq['median_ms']} ms ({eq['speedup_vs_stock']}x, predicted {eq['predicted_speedup']}x)"
                 if eq else ""))
     elapsed = time.perf_counter() - start
+    if args.tune_only:
+        print(f"tuned in {elapsed:.0f} s: {len(failures)} failures" + "".join(f"\n  {k}: {v}" for k, v in failures.items()))
+        return 1 if failures else 0
     if args.dry_run:
         print(f"dry run: {len(failures)} failures" + "".join(f"\n  {k}: {v}" for k, v in failures.items()))
         return 1 if failures else 0
@@ -817,7 +951,8 @@ def main(argv: list[str] | None = None) -> int:
         source["changed_during_run"] = source_end
         log.warning("rules/ or tvm_eqsat/ changed during the run: the rows of this run may mix versions")
     sidecar = write_sidecar(out_dir / f"{stem}.json", args, target, argv, elapsed, failures, eqsat_options, source)
-    print(write_markdown(out_dir / f"{stem}.md", rows, sidecar))
+    text = write_markdown(out_dir / f"{stem}.md", rows, sidecar)
+    print(explain(rows, args) if args.quick else text)
     write_chart(out_dir / f"{stem}.png", rows, sidecar)
     print(f"{csv_path} and .json/.md/.png written in {elapsed:.0f} s; {len(failures)} failures")
     alarmed = [k for k, v in failures.items() if "the pass raised alarms" in v]
@@ -830,6 +965,8 @@ def main(argv: list[str] | None = None) -> int:
 def pass_options(args) -> dict:
     """The options given to the pass for the eqsat variant: costs for the build flow being run."""
     options = {"time_limit_s": args.time_limit, "cost_model": args.cost_model, "flow": args.flow}
+    if getattr(args, "rules", None) is not None:  # device_bench.py passes a Namespace without it
+        options["rules"] = tuple(args.rules)
     if args.speed_check:
         options.update(speed_check=True, tune_dir=args.work_dir, tune_trials=args.trials)
     return options

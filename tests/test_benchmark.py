@@ -155,3 +155,32 @@ def test_forced_rerun_that_fails_keeps_the_old_rows(run, monkeypatch):
     monkeypatch.setattr(bench, "bench_model", interrupted)
     assert bench.main([*argv, "--force"]) == 0  # the failure is reported; the old rows still make a table
     assert _rows(out / "llvm-default-small.csv") == before
+
+
+def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, capsys):
+    """The benchmark's own database and the A/A control's are seeded from
+    benchmarks/tuning/<target>[-aa]; where they were tuned is said."""
+    bench = load_script("benchmark")
+    seeded = []
+    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed: seeded.append((work, seed)) or 3)
+    monkeypatch.setattr(bench, "TUNING_DIR", tmp_path / "tuning")
+    (tmp_path / "tuning" / "llvm").mkdir(parents=True)
+    (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps({"cpu": "Some CPU"}))
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    args = bench.parse_args(["--flow", "tuned", "--work-dir", str(tmp_path / "ms")])
+    bench.seed_databases(args)
+    assert seeded == [(str(tmp_path / "ms"), tmp_path / "tuning" / "llvm"),
+                      (f"{tmp_path / 'ms'}-aa", tmp_path / "tuning" / "llvm-aa")]
+    out = capsys.readouterr().out
+    assert "3 tuned kernels from tuning/llvm (tuned on Some CPU" in out
+    assert "--no-seed" in out or "Some CPU" == bench.provenance.cpu_name()
+
+
+def test_explain_says_what_changed_and_against_which_stock(run):
+    bench, out, _ = run
+    rows = _rows(out / "llvm-default-small.csv")
+    args = bench.parse_args(["--quick", "--flow", "default"])
+    text = bench.explain(rows, args)
+    assert "nasrnn" in text and "best stock variant" in text and "The pass changed:" in text
+    assert "matmuls merged into" in text  # the roofline merges nasrnn's matmuls
+    assert "checked against stock's" in text

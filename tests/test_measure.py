@@ -172,6 +172,29 @@ def test_tuning_fills_the_database_and_a_rerun_reuses_it(tmp_path, monkeypatch):
     np.testing.assert_allclose(tuned, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)  # the tuned kernel computes it
 
 
+def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path, monkeypatch):
+    """What the benchmark commits (the best record per kernel, with its budget) makes a
+    fresh work directory tune nothing at that budget, and builds the same kernel; a larger
+    budget still tunes."""
+    mod = measure.workload_module(MATMUL)
+    target = tvm.target.Target("llvm")
+    tune.tune(mod, target, tmp_path / "work", trials=8)
+    assert tune.prune_database(tmp_path / "work", tmp_path / "committed") == 1
+    assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 1
+    assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
+    assert tune.seed_database(tmp_path / "other", tmp_path / "missing") == 0
+    calls = []
+    monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
+    db = tune.tune(mod, target, tmp_path / "fresh", trials=8)
+    assert calls == []
+    tune.tune(mod, target, tmp_path / "fresh", trials=16)
+    assert calls == [16]
+    args = verify.random_inputs(mod["main"])
+    vm = relax.VirtualMachine(tune.build(mod, target, db), tvm.cpu())
+    got = vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
+    np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.slow
 def test_tuning_beats_the_untuned_build(tmp_path):
     """A speed claim, so not in the default suite: the tuned 128^3 matmul is faster."""

@@ -272,6 +272,47 @@ def _read_budgets(work_dir) -> dict[str, int]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def _write_budgets(work_dir, budgets: dict[str, int]) -> None:
+    (Path(work_dir) / BUDGETS).write_text(json.dumps(budgets, indent=0, sort_keys=True))
+
+
+def prune_database(work_dir: str | os.PathLike, out_dir: str | os.PathLike) -> int:
+    """The best record of every kernel in ``work_dir``, with the trial budgets they were
+    tuned with, as a fresh database in ``out_dir`` (what the benchmark commits: anyone can
+    rebuild the measured kernels without tuning).  Returns the number of kernels."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        (out / name).unlink(missing_ok=True)
+    open_database(work_dir).dump_pruned(open_database(out))
+    _write_budgets(out, _read_budgets(work_dir))
+    return sum(1 for line in (out / "database_tuning_record.json").read_text().splitlines() if line.strip())
+
+
+def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike) -> int:
+    """Copy into ``work_dir`` the records of ``seed_dir`` (a pruned database) for kernels
+    ``work_dir`` has no record of, with their trial budgets, so that ``tune`` skips them.
+    Returns the number of kernels copied (0 if ``seed_dir`` holds no database)."""
+    seed = Path(seed_dir)
+    if not (seed / "database_tuning_record.json").is_file():
+        return 0
+    src, dst = open_database(seed), open_database(work_dir)
+    copied = 0
+    for record in src.get_all_tuning_records():
+        mod = record.workload.mod
+        if dst.has_workload(mod) and tuned_records(dst, mod):
+            continue
+        workload = dst.commit_workload(mod)
+        dst.commit_tuning_record(ms.database.TuningRecord(
+            record.trace, workload, record.run_secs, record.target, record.args_info))
+        copied += 1
+    budgets = _read_budgets(work_dir)
+    for key, trials in _read_budgets(seed).items():
+        budgets[key] = max(trials, budgets.get(key, 0))
+    _write_budgets(work_dir, budgets)
+    return copied
+
+
 def tuned_records(database: ms.Database, task_mod: tvm.IRModule) -> list:
     """Every valid tuning record of one kernel (task module), best first; [] if never tuned."""
     if not database.has_workload(task_mod):
@@ -283,7 +324,18 @@ def _tuned_trials(database: ms.Database, task_mod: tvm.IRModule) -> int:
     return len(tuned_records(database, task_mod))
 
 
-def _tune_contexts(tasks, num_threads: int, seed: int):
+@derived_object
+class _Progress(ms.measure_callback.PyMeasureCallback):
+    """Moves a tqdm bar by the candidates measured: the tuning shows where it is."""
+
+    def __init__(self, bar) -> None:
+        self.bar = bar
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.bar.update(len(runner_results))
+
+
+def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512):
     """TuneContexts logging to ``tvm_eqsat.meta_schedule`` (MetaSchedule's own per-task
     file loggers break on a second call in a process that has other log handlers)."""
     from tvm.s_tir.meta_schedule.utils import fork_seed
@@ -296,7 +348,7 @@ def _tune_contexts(tasks, num_threads: int, seed: int):
                 mod=task.dispatched[0],
                 target=task.target,
                 space_generator="post-order-apply",
-                search_strategy="evolutionary",
+                search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
                 task_name=task.task_name,
                 logger=logger,
                 rand_state=rand_state,
@@ -317,6 +369,8 @@ def tune(
     rpc: RPCDevice | None = None,
     seed: int = 0,
     build_timeout_s: float = 30.0,
+    population: int = 512,
+    progress: bool = False,
 ) -> ms.Database:
     """Tune every fused kernel of ``mod`` with ``trials`` candidates each.
 
@@ -324,6 +378,8 @@ def tune(
     recorded budget for kernels with fewer possible schedules) are skipped, so
     re-running with the same budget is free and a larger budget only adds trials.
     A candidate whose compilation takes over ``build_timeout_s`` is skipped.
+    ``population`` is the evolutionary search's population (MetaSchedule's default, 512).
+    ``progress`` shows a bar of the trials measured, with the time left.
     """
     use_all_cores()
     target = tuning_target(target)
@@ -338,24 +394,36 @@ def tune(
     log.info("tuning %d of %d kernels, %d trials each", len(todo), len(tasks), trials)
     if not todo:
         return database
-    contexts, weights = _tune_contexts(todo, available_cores(), seed)
+    contexts, weights = _tune_contexts(todo, available_cores(), seed, population)
     evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
-    ms.tune_tasks(
-        tasks=contexts,
-        task_weights=weights,
-        work_dir=str(work_dir),
-        max_trials_global=trials * len(todo),
-        max_trials_per_task=trials,
-        num_trials_per_iter=min(trials_per_iter, trials),
-        builder=default_builder(build_timeout_s),
-        runner=InProcessRunner(evaluator, rpc),
-        database=database,
-        measure_callbacks="default",
-        task_scheduler="round-robin",
-    )
+    callbacks = ms.measure_callback.MeasureCallback.create("default")
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=trials * len(todo), desc=f"tuning {len(todo)} kernels", unit="trial", file=sys.stderr,
+                   leave=False)
+        callbacks = [*callbacks, _Progress(bar)]
+    try:
+        ms.tune_tasks(
+            tasks=contexts,
+            task_weights=weights,
+            work_dir=str(work_dir),
+            max_trials_global=trials * len(todo),
+            max_trials_per_task=trials,
+            num_trials_per_iter=min(trials_per_iter, trials),
+            builder=default_builder(build_timeout_s),
+            runner=InProcessRunner(evaluator, rpc),
+            database=database,
+            measure_callbacks=callbacks,
+            task_scheduler="round-robin",
+        )
+    finally:
+        if bar is not None:
+            bar.close()
     # kernels with fewer schedules than ``trials`` never fill the database: remember the budget
     budgets.update({_task_key(t): max(trials, budgets.get(_task_key(t), 0)) for t in todo})
-    (Path(work_dir) / BUDGETS).write_text(json.dumps(budgets, indent=0, sort_keys=True))
+    _write_budgets(work_dir, budgets)
     return database
 
 

@@ -1,0 +1,47 @@
+"""Commit the tuning: the best record of every kernel the benchmark tuned (its own
+database and the A/A control's), with their budgets and where they were tuned, as
+``benchmarks/tuning/<target>[-aa]/``.  ``scripts/benchmark.py`` starts the tuned flow
+from them, so anyone rebuilds the kernels we measured without tuning, and the cost
+model can learn from them (``train_cost_model.py --from-database``).
+
+    python scripts/export_tuning.py                      # ~/.cache/tvm_eqsat/ms-llvm[-aa]
+    python scripts/export_tuning.py --work-dir DIR --target llvm
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+from pathlib import Path
+
+from tvm_eqsat import provenance, tune
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+    p.add_argument("--work-dir", default=None, help="default ~/.cache/tvm_eqsat/ms-<target>")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "tuning"))
+    args = p.parse_args()
+    work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
+    for src, name in ((work, args.target), (f"{work}-aa", f"{args.target}-aa")):
+        if not (Path(src) / "database_tuning_record.json").is_file():
+            continue
+        out = Path(args.out) / name
+        n = tune.prune_database(src, out)
+        budgets = json.loads((out / tune.BUDGETS).read_text())
+        (out / "SOURCE.json").write_text(json.dumps({
+            "cpu": provenance.cpu_name(), "cores": tune.available_cores(),
+            "date": datetime.date.today().isoformat(), "kernels": n,
+            "trial_budgets": sorted(set(budgets.values())), **provenance.source_state(),
+        }, indent=1) + "\n")
+        size = sum(f.stat().st_size for f in out.iterdir()) / 1e6
+        print(f"{out}: {n} kernels, {size:.1f} MB")
+
+
+if __name__ == "__main__":
+    main()

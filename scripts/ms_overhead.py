@@ -1,0 +1,107 @@
+"""MetaSchedule's per-kernel search overhead, and whether a smaller evolutionary population
+removes it without weakening the tuning (issue #28, item 5).
+
+For a few representative kernels (3x3 conv, 1x1 conv, depthwise conv, dense), each search
+setting tunes every kernel from scratch with the same trial budget and seed; the script
+records the wall time, then builds each setting's best schedule and times the kernels
+against each other in interleaved rounds (so the comparison is not the tuner's own noisy
+measurement).  Resumable: a (setting, kernel) whose database exists is not tuned again.
+
+    python scripts/ms_overhead.py --trials 64 --settings 512/16 128/16 512/64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_eqsat import provenance, timing, tune
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module(build) -> tvm.IRModule:
+    bb = relax.BlockBuilder()
+    x_shape, w_shape, op = build
+    x = relax.Var("x", relax.TensorType(x_shape, "float32"))
+    w = relax.Var("w", relax.TensorType(w_shape, "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            out = bb.emit_output(op(x, w))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+KERNELS = {
+    "conv3x3": ((1, 64, 28, 28), (64, 64, 3, 3), lambda x, w: relax.op.nn.conv2d(x, w, padding=1)),
+    "conv1x1": ((1, 256, 14, 14), (64, 256, 1, 1), lambda x, w: relax.op.nn.conv2d(x, w)),
+    "depthwise": ((1, 96, 28, 28), (96, 1, 3, 3), lambda x, w: relax.op.nn.conv2d(x, w, padding=1, groups=96)),
+    "dense": ((128, 256), (256, 1024), lambda x, w: relax.op.matmul(x, w)),
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=64)
+    p.add_argument("--settings", nargs="+", default=["512/16", "128/16", "512/64"],
+                   help="population/trials-per-round pairs (MetaSchedule's defaults: 512/64; ours: 512/16)")
+    p.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS))
+    p.add_argument("--work-dir", default=str(Path.home() / ".cache/tvm_eqsat/ms-overhead"))
+    p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--out", default=str(ROOT / "benchmarks/results/ms-overhead-llvm"))
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    target = tvm.target.Target("llvm")
+    dev = tvm.cpu()
+    rng = np.random.default_rng(0)
+    work = Path(args.work_dir)
+    seconds_file = work / "seconds.json"
+    seconds = json.loads(seconds_file.read_text()) if seconds_file.is_file() else {}
+    rows = []
+    for name in args.kernels:
+        mod = _module(KERNELS[name])
+        inputs = [rng.standard_normal(s).astype("float32") for s in KERNELS[name][:2]]
+        samplers = {}
+        for setting in args.settings:
+            pop, per_iter = (int(v) for v in setting.split("/"))
+            key = f"p{pop}-t{args.trials}-{name}" + ("" if per_iter == 16 else f"-i{per_iter}")
+            if key not in seconds:
+                t0 = time.perf_counter()
+                tune.tune(mod, target, work / key, args.trials, population=pop, trials_per_iter=per_iter)
+                seconds[key] = time.perf_counter() - t0
+                work.mkdir(parents=True, exist_ok=True)
+                seconds_file.write_text(json.dumps(seconds, indent=1))
+            logging.info("%s: %.0f s", key, seconds[key])
+            ex = tune.build(mod, target, tune.open_database(work / key))
+            samplers[setting] = (key, timing.tvm_sampler(ex, dev, inputs, 10.0)[2])
+        samples = timing.time_interleaved({k: f for k, (_, f) in samplers.items()}, args.repeat)
+        for setting, (key, _) in samplers.items():
+            rows.append({"kernel": name, "setting": setting, "trials": args.trials,
+                         "tune_seconds": round(seconds[key], 1),
+                         "median_us": round(statistics.median(samples[setting]) * 1e3, 2)})
+            logging.info("%s", rows[-1])
+    result = {"command": "python scripts/ms_overhead.py " + " ".join(
+        f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in vars(args).items() if k in ("trials", "settings", "kernels")),
+        "provenance": provenance.record(), "rows": rows}
+    Path(args.out + ".json").write_text(json.dumps(result, indent=1))
+    lines = ["# MetaSchedule search settings: tuning time and the kernels found", "",
+             f"`{result['command']}` on {provenance.cpu_name()}, {tune.available_cores()} cores; one seed per setting; "
+             f"each setting tunes every kernel from scratch; the best kernels are then timed against each other "
+             f"in {args.repeat} interleaved rounds (median).", "",
+             "| kernel | population / trials per round | tune s | best kernel µs |", "|---|---|---|---|"]
+    lines += [f"| {r['kernel']} | {r['setting']} | {r['tune_seconds']} | {r['median_us']} |" for r in rows]
+    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
