@@ -630,6 +630,12 @@ def noise_floor(vs: dict[str, dict]) -> float:
     return floor
 
 
+def fastest(vs: dict[str, dict], names) -> str:
+    """The fastest of ``names`` (variants) that a model has rows for; the A/A control is
+    never a stock variant of its own."""
+    return min((v for v in names if v in vs and v != "stock-aa"), key=lambda v: float(vs[v]["median_ms"]))
+
+
 def best_stock_table(data: dict[str, dict[str, dict]]) -> list[str]:
     """Per model: the fastest stock variant against the fastest eqsat variant, with the
     model's noise floor; and the geometric mean of those speedups (the headline)."""
@@ -639,12 +645,9 @@ def best_stock_table(data: dict[str, dict[str, dict]]) -> list[str]:
     ]
     speedups, inside = [], 0
     for model, vs in data.items():
-        stocks = [v for v in STOCK_VARIANTS if v in vs and v != "stock-aa"]
-        eqs = [v for v in EQSAT_VARIANTS if v in vs]
-        if "stock" not in vs or not eqs:
+        if "stock" not in vs or not any(v in vs for v in EQSAT_VARIANTS):
             continue
-        best_s = min(stocks, key=lambda v: float(vs[v]["median_ms"]))
-        best_e = min(eqs, key=lambda v: float(vs[v]["median_ms"]))
+        best_s, best_e = fastest(vs, STOCK_VARIANTS), fastest(vs, EQSAT_VARIANTS)
         s_ms, e_ms = float(vs[best_s]["median_ms"]), float(vs[best_e]["median_ms"])
         speedup, floor = s_ms / e_ms, noise_floor(vs)
         speedups.append(speedup)
@@ -690,8 +693,8 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
         passes = [f"{model}: stock+tvm `{vs['stock+tvm']['rules_fired'] or 'none'}`" for model, vs in data.items()
                   if "stock+tvm" in vs]
         lines += ["", "TVM passes that changed each model: " + "; ".join(passes) + "."]
-    changed = [f"- {model}: {vs[v]['changes']}" for model, vs in data.items() for v in ("eqsat",)
-               if v in vs and vs[v].get("changes")]
+    changed = [f"- {model}: {vs['eqsat']['changes']}" for model, vs in data.items()
+               if vs.get("eqsat", {}).get("changes")]
     if changed:
         lines += ["", "What eqsat changed (counted on the graphs it returned):", "", *changed]
     rules = [f"{model}: `{vs['eqsat']['rules_fired']}`" for model, vs in data.items()
@@ -713,9 +716,7 @@ def explain(rows: list[dict], args) -> str:
     for model, vs in _by_model(rows).items():
         if "stock" not in vs or "eqsat" not in vs:
             continue
-        stocks = [v for v in STOCK_VARIANTS if v in vs and v != "stock-aa"]
-        best = min(stocks, key=lambda v: float(vs[v]["median_ms"]))
-        eq = vs["eqsat"]
+        best, eq = fastest(vs, STOCK_VARIANTS), vs["eqsat"]
         flow = f"MetaSchedule, {args.trials} trials per kernel" if args.flow == "tuned" else "TVM's default schedules"
         out += [f"{model} ({vs['stock']['config']}), llvm, {flow}, median of {args.repeat} interleaved samples:", ""]
         for v in vs:
