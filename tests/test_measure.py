@@ -178,7 +178,7 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     budget still tunes."""
     mod = measure.workload_module(MATMUL)
     target = tvm.target.Target("llvm")
-    tune.tune(mod, target, tmp_path / "work", trials=8)
+    tune.tune(mod, target, tmp_path / "work", trials=8, progress=True)  # with the bar of trials
     assert tune.prune_database(tmp_path / "work", tmp_path / "committed") == 1
     assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 1
     assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
