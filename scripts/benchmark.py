@@ -421,7 +421,8 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
                 samplers["torch"] = torch_sample
         except Exception as err:
             log.warning("%s: PyTorch eager failed: %s", name, err)
-    status(f"{name}: timing {len(samplers)} builds, {args.repeat} interleaved rounds")
+    status(f"{name}: timing, {args.repeat} interleaved rounds of {len(samplers)}"
+           + (" (PyTorch eager included)" if "torch" in samplers else ""))
     times = timing.time_interleaved(samplers, args.repeat)
     for vname, twin in twins.items():
         times[vname], outputs[vname], numbers[vname] = times[twin], outputs[twin], numbers[twin]
