@@ -859,10 +859,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     log_path = Path(args.out_dir) / f"{_stem(args)}.log"
-    with console.native_output_to(log_path) as stream:
+    with console.native_output_to(log_path) as (stream, log_file):
+        handlers = [logging.StreamHandler(stream), logging.StreamHandler(log_file)]
         logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s",
-                            stream=stream, force=True)
-        status = run(args, argv)
+                            handlers=handlers, force=True)
+        try:
+            status = run(args, argv)
+        finally:
+            for handler in handlers:  # their streams close with the context
+                logging.getLogger().removeHandler(handler)
     print(f"TVM's and MetaSchedule's messages: {log_path}")
     return status
 

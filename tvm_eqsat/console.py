@@ -5,7 +5,6 @@ a log file, and the console keeps the progress bars and the results."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 from pathlib import Path
@@ -14,28 +13,24 @@ from pathlib import Path
 @contextlib.contextmanager
 def native_output_to(log_path: str | os.PathLike):
     """Inside: file descriptor 2 (C++ warnings, forked builders' output) writes to
-    ``log_path``; ``sys.stderr`` (tqdm bars, Python warnings) still writes to the console,
-    and Python log records of level INFO and above are copied to the log file."""
+    ``log_path``, while ``sys.stderr`` (tqdm bars, Python warnings) still writes to the
+    console.  Yields (console stream, log file stream): give both to ``logging`` to have
+    Python's log records on the console and in the log."""
     path = Path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved_fd = os.dup(2)
     console = os.fdopen(os.dup(saved_fd), "w", buffering=1)
     log_file = open(path, "a", buffering=1)
-    handler = logging.StreamHandler(log_file)
-    handler.setLevel(logging.INFO)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
     old_stderr = sys.stderr
     os.dup2(log_file.fileno(), 2)
     sys.stderr = console
     try:
-        yield console
+        yield console, log_file
     finally:
         console.flush()
         os.dup2(saved_fd, 2)
         sys.stderr = old_stderr
-        logging.getLogger().removeHandler(handler)
         console.close()
         log_file.close()
         os.close(saved_fd)
