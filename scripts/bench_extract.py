@@ -37,8 +37,8 @@ from tvm_eqsat import models, provenance
 from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import ENode, Snapshot
 from tvm_eqsat.extract import EXTRACTORS, choice_cost, extract, snapshot_node_cost
-from tvm_eqsat.ilp import ilp
 from tvm_eqsat.graph import TensorTy
+from tvm_eqsat.ilp import ilp
 
 FIELDS = [
     "model", "kind", "block", "enodes", "eclasses", "grow_s", "cost_s", "extractor",
@@ -57,7 +57,7 @@ def _per_head_attention(layers: int = 4, heads: int = 4, hidden: int = 256, seq:
     Real, imported like the others; with all N-way merges of 12 linears the
     e-graph reaches ~20k e-nodes in 3 iterations: the stress case for extraction.
     """
-    torch = models._seeded(seed)
+    torch = models.seeded(seed)
     nn = torch.nn
     d = hidden // heads
 
@@ -88,7 +88,7 @@ def _per_head_attention(layers: int = 4, heads: int = 4, hidden: int = 256, seq:
 
 def _llama(layers: int = 8, hidden: int = 512, heads: int = 8, seq: int = 64, seed: int = 0):
     """transformers LlamaModel (Q/K/V and gate/up projections on shared inputs), explicit attention mask."""
-    torch = models._seeded(seed)
+    torch = models.seeded(seed)
     from transformers import LlamaConfig, LlamaModel
 
     config = LlamaConfig(

@@ -31,7 +31,11 @@ def kernel_items(names) -> list[tuple]:
         for c, nodes in enumerate(snap.classes):
             for n in nodes:
                 in_tys = [snap.ty[k] for k in n.children]
-                if n.op in features.KERNEL_OPS and snap.ty[c] is not None and all(isinstance(t, TensorTy) for t in in_tys):
+                if (
+                    n.op in features.KERNEL_OPS
+                    and snap.ty[c] is not None
+                    and all(isinstance(t, TensorTy) for t in in_tys)
+                ):
                     items.append((n.op, n.attrs, in_tys, snap.ty[c]))
     return items
 
@@ -41,12 +45,15 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    base = kernel_items(["inception-v3", "resnext50", "bert-base", "nasnet-a", "squeezenet", "mobilenet-v2",
-                         "vit-b16", "nasrnn"])
+    base = kernel_items(
+        ["inception-v3", "resnext50", "bert-base", "nasnet-a", "squeezenet", "mobilenet-v2", "vit-b16", "nasrnn"]
+    )
     items = (base * (args.nodes // len(base) + 1))[: args.nodes]
     timings = {}
-    for label, fn in (("one at a time", lambda: np.stack([features.features(*i) for i in items])),
-                      ("featurize", lambda: features.featurize(items))):
+    for label, fn in (
+        ("one at a time", lambda: np.stack([features.features(*i) for i in items])),
+        ("featurize", lambda: features.featurize(items)),
+    ):
         runs = []
         for _ in range(args.repeat):
             t = time.perf_counter()

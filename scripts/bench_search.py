@@ -44,8 +44,8 @@ from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import Unsupported, graph_from_block
-from tvm_eqsat.rules import load_library
 from tvm_eqsat.mcts import MCTS_PRESETS, mcts_config
+from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import grow
 
 SMALL = [
@@ -242,7 +242,7 @@ def pushpop_micro(names: list[str], library, reps: int = 21) -> list[dict]:
     e-graph to grown model e-graphs (medians of ``reps``)."""
     from egglog import bindings
 
-    from tvm_eqsat.egraph import language
+    from tvm_eqsat.language import language
 
     def timed(egraph, text: str) -> float:
         cmds = egraph.parse_program(text)

@@ -83,9 +83,10 @@ import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 import warnings  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from typing import Any
 
 import numpy as np  # noqa: E402
 import tvm  # noqa: E402
@@ -107,8 +108,15 @@ VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS)
 # user applies them: batch norms folded into convs before the rest are decomposed into
 # element-wise ops, constants folded, common subexpressions merged, parallel matmuls
 # combined (with the cpm variant's preparation), transposed matmuls fused
-TVM_PASSES = ("FoldBatchnormToConv2D", "DecomposeOpsForInference", "FoldConstant", "EliminateCommonSubexpr",
-              "CombineParallelMatmul", "FuseTransposeMatmul", "FoldConstant")
+TVM_PASSES = (
+    "FoldBatchnormToConv2D",
+    "DecomposeOpsForInference",
+    "FoldConstant",
+    "EliminateCommonSubexpr",
+    "CombineParallelMatmul",
+    "FuseTransposeMatmul",
+    "FoldConstant",
+)
 NHWC = {"relax.nn.conv2d": ["NHWC", "OHWI"]}  # stock+nhwc: TVM's ConvertLayout, every conv
 # MetaSchedule's evolutionary population (--population): 128 instead of its 512 halves the
 # search's time per round at no loss measured (4 kernels, 64 trials: 129 s instead of 274 s,
@@ -194,7 +202,9 @@ def combine_parallel_matmul(mod: tvm.IRModule, target: tvm.target.Target) -> tvm
         body = lift.visit_expr(func.body)
         if not lift.lifted:
             continue
-        lifted = relax.Function([*func.params, *(v for v, _ in lift.lifted)], body, func.ret_ty, func.is_pure, func.attrs)
+        lifted = relax.Function(
+            [*func.params, *(v for v, _ in lift.lifted)], body, func.ret_ty, func.is_pure, func.attrs
+        )
         one = tvm.IRModule({gv: lifted.with_attr("num_input", len(func.params))})
         one = relax.transform.CombineParallelMatmul()(one)
         one = relax.transform.BindParams(gv.name_hint, dict(lift.lifted))(one)
@@ -230,8 +240,13 @@ def _twin(v: Variant, built: dict[str, Variant], flow: str) -> str | None:
         return "stock" if flow != "tuned" else None
     if v.name == "stock+nhwc" and not v.changed:  # no convolution to convert
         return "stock"
-    bases = {"stock+tvm": ("stock",), "stock+nhwc": ("stock",), "stock+cpm": ("stock",), "eqsat": ("stock",),
-             "eqsat+tvm": ("stock+tvm", "eqsat")}.get(v.name, ())
+    bases = {
+        "stock+tvm": ("stock",),
+        "stock+nhwc": ("stock",),
+        "stock+cpm": ("stock",),
+        "eqsat": ("stock",),
+        "eqsat+tvm": ("stock+tvm", "eqsat"),
+    }.get(v.name, ())
     return next((b for b in bases if b in built and tvm_ffi.structural_equal(v.mod, built[b].mod)), None)
 
 
@@ -260,8 +275,9 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
     if name == "stock+cpm":
         new = combine_parallel_matmul(mod, target)
         before, after = _count_op(mod, "relax.matmul"), _count_op(new, "relax.matmul")
-        return Variant(name, new, time.perf_counter() - t, changed=after != before,
-                       rules_fired=f"matmuls:{before}->{after}")
+        return Variant(
+            name, new, time.perf_counter() - t, changed=after != before, rules_fired=f"matmuls:{before}->{after}"
+        )
     if name == "eqsat":
         new, report = tvm_eqsat.optimize(mod, target, **eqsat_options)
         if report.alarms:  # never a number from a run the pass itself flagged
@@ -273,7 +289,10 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
                 rules[rule] = rules.get(rule, 0) + n
         before, after = sum(f.cost_before for f in fns), sum(f.cost_after for f in fns)
         return Variant(
-            name, new, report.seconds, changed=any(f.changed for f in fns),
+            name,
+            new,
+            report.seconds,
+            changed=any(f.changed for f in fns),
             predicted_speedup=before / after if after > 0 else 1.0,
             enodes=sum(f.enodes for f in fns),
             rules_fired=";".join(f"{r}:{n}" for r, n in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0]))),
@@ -301,14 +320,18 @@ def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: s
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
     t = time.perf_counter()
     seed, where = (AA_SEED, f"{work_dir}-aa") if v.name == "stock-aa" else (0, work_dir)
-    db = tune.open_database(where) if dry_run else tune.tune(v.mod, target, where, trials, seed=seed,
-                                                               population=POPULATION, progress=True)
+    db = (
+        tune.open_database(where)
+        if dry_run
+        else tune.tune(v.mod, target, where, trials, seed=seed, population=POPULATION, progress=True)
+    )
     v.tune_seconds = time.perf_counter() - t
     return db
 
 
-def build_variant(v: Variant, target: tvm.target.Target, flow: str, trials: int, work_dir: str,
-                  dry_run: bool = False) -> None:
+def build_variant(
+    v: Variant, target: tvm.target.Target, flow: str, trials: int, work_dir: str, dry_run: bool = False
+) -> None:
     """Compile ``v.mod`` with the flow (tuning first for ``tuned``, except in a dry run).
     ``stock-aa`` tunes into a database of its own with another seed: the tuning lottery."""
     db = tune_variant(v, target, trials, work_dir, dry_run) if flow == "tuned" else None
@@ -379,8 +402,9 @@ def status(text: str) -> None:
     log.info("%s", text)
 
 
-def bench_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
-                failures: dict[str, str]) -> list[dict]:
+def bench_model(
+    name: str, model: models.Model, variants: list[str], args, target, work_dir: str, failures: dict[str, str]
+) -> list[dict]:
     """Build, check and time the variants of one model; the CSV rows (empty if stock fails)."""
     dev = device_for(target)
     sources = provenance.sources_hash()  # before the pass reads the rules
@@ -421,8 +445,10 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
                 samplers["torch"] = torch_sample
         except Exception as err:
             log.warning("%s: PyTorch eager failed: %s", name, err)
-    status(f"{name}: timing, {args.repeat} interleaved rounds of {len(samplers)}"
-           + (" (PyTorch eager included)" if "torch" in samplers else ""))
+    status(
+        f"{name}: timing, {args.repeat} interleaved rounds of {len(samplers)}"
+        + (" (PyTorch eager included)" if "torch" in samplers else "")
+    )
     times = timing.time_interleaved(samplers, args.repeat)
     for vname, twin in twins.items():
         times[vname], outputs[vname], numbers[vname] = times[twin], outputs[twin], numbers[twin]
@@ -439,26 +465,41 @@ def bench_model(name: str, model: models.Model, variants: list[str], args, targe
                 torch_rel = output_diffs(reference, outputs[vname])[1]
             except ValueError as err:
                 log.warning("%s/%s: cannot compare with PyTorch: %s", name, vname, err)
-        rows.append({
-            "model": name, "variant": vname, "config": model.name,
-            "median_ms": _fmt(float(np.median(ms))), "p10_ms": _fmt(float(np.percentile(ms, 10))),
-            "p90_ms": _fmt(float(np.percentile(ms, 90))),
-            "max_abs_diff": _fmt(max_abs, ".3g"), "max_rel_diff": _fmt(max_rel, ".3g"),
-            "torch_max_rel_diff": _fmt(torch_rel, ".3g"),
-            "speedup_vs_stock": _fmt(stock_ms / float(np.median(ms)), ".4f"),
-            "predicted_speedup": _fmt(v.predicted_speedup, ".4f"), "changed": int(v.changed),
-            "enodes": "" if v.enodes is None else v.enodes, "rules_fired": v.rules_fired,
-            "pass_seconds": _fmt(v.pass_seconds, ".3f"), "build_seconds": _fmt(v.build_seconds, ".2f"),
-            "tune_seconds": _fmt(v.tune_seconds, ".1f") if args.flow == "tuned" else "",
-            "torch_ms": _fmt(torch_ms), "trials": args.trials if args.flow == "tuned" else "",
-            "repeat": args.repeat, "number": numbers[vname], "notes": v.notes,
-            "sources": sources, "module_hash": module_hash(v.mod), "changes": v.changes,
-        })
+        rows.append(
+            {
+                "model": name,
+                "variant": vname,
+                "config": model.name,
+                "median_ms": _fmt(float(np.median(ms))),
+                "p10_ms": _fmt(float(np.percentile(ms, 10))),
+                "p90_ms": _fmt(float(np.percentile(ms, 90))),
+                "max_abs_diff": _fmt(max_abs, ".3g"),
+                "max_rel_diff": _fmt(max_rel, ".3g"),
+                "torch_max_rel_diff": _fmt(torch_rel, ".3g"),
+                "speedup_vs_stock": _fmt(stock_ms / float(np.median(ms)), ".4f"),
+                "predicted_speedup": _fmt(v.predicted_speedup, ".4f"),
+                "changed": int(v.changed),
+                "enodes": "" if v.enodes is None else v.enodes,
+                "rules_fired": v.rules_fired,
+                "pass_seconds": _fmt(v.pass_seconds, ".3f"),
+                "build_seconds": _fmt(v.build_seconds, ".2f"),
+                "tune_seconds": _fmt(v.tune_seconds, ".1f") if args.flow == "tuned" else "",
+                "torch_ms": _fmt(torch_ms),
+                "trials": args.trials if args.flow == "tuned" else "",
+                "repeat": args.repeat,
+                "number": numbers[vname],
+                "notes": v.notes,
+                "sources": sources,
+                "module_hash": module_hash(v.mod),
+                "changes": v.changes,
+            }
+        )
     return [{k: str(v) for k, v in r.items()} for r in rows]  # as they read back from the CSV
 
 
-def tune_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
-               failures: dict[str, str]) -> None:
+def tune_model(
+    name: str, model: models.Model, variants: list[str], args, target, work_dir: str, failures: dict[str, str]
+) -> None:
     """``--tune-only``: tune every variant's kernels into the databases, nothing built or timed
     (the long part of the tuned flow, run in the background; the timing run then tunes nothing)."""
     built: dict[str, Variant] = {}
@@ -474,8 +515,9 @@ def tune_model(name: str, model: models.Model, variants: list[str], args, target
             log.warning("%s/%s does not tune: %s", name, vname, _short(err))
 
 
-def dry_run_model(name: str, model: models.Model, variants: list[str], args, target, work_dir: str,
-                  failures: dict[str, str]) -> None:
+def dry_run_model(
+    name: str, model: models.Model, variants: list[str], args, target, work_dir: str, failures: dict[str, str]
+) -> None:
     """Compile every variant for the target, no timing; CUDA sources also go through nvcc if it exists."""
     import shutil
 
@@ -530,15 +572,18 @@ def machine_info(target: tvm.target.Target) -> dict:
     return info
 
 
-def write_sidecar(path: Path, args, target, argv: list[str], elapsed_s: float, failures: dict, eqsat_options,
-                  source: dict) -> dict:
+def write_sidecar(
+    path: Path, args, target, argv: list[str], elapsed_s: float, failures: dict, eqsat_options, source: dict
+) -> dict:
     """The JSON sidecar: this run's settings and machine, plus the history of earlier runs."""
     old = json.loads(path.read_text()) if path.exists() else {}
     run = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": shlex.join(["python", "scripts/benchmark.py", *argv]),
         "sources": source,
-        "models": args.models, "elapsed_s": round(elapsed_s, 1), "failures": failures,
+        "models": args.models,
+        "elapsed_s": round(elapsed_s, 1),
+        "failures": failures,
     }
     sidecar = {
         "machine": machine_info(target),
@@ -594,9 +639,17 @@ def _md_row(model: str, vs: dict[str, dict]) -> str:
 
     label = model if eq is None or eq.get("changed") == "1" else f"{model} (eqsat: unchanged)"
     cells = [
-        label, ms(stock), ms(cpm), ms(eq), x(_f(cpm, "speedup_vs_stock")), x(_f(eq, "speedup_vs_stock")),
-        x(_f(eq, "predicted_speedup")), eq["pass_seconds"] if eq else "-", (eq["enodes"] or "-") if eq else "-",
-        worst("max_rel_diff", (cpm, eq)), worst("torch_max_rel_diff", (stock, cpm, eq)),
+        label,
+        ms(stock),
+        ms(cpm),
+        ms(eq),
+        x(_f(cpm, "speedup_vs_stock")),
+        x(_f(eq, "speedup_vs_stock")),
+        x(_f(eq, "predicted_speedup")),
+        eq["pass_seconds"] if eq else "-",
+        (eq["enodes"] or "-") if eq else "-",
+        worst("max_rel_diff", (cpm, eq)),
+        worst("torch_max_rel_diff", (stock, cpm, eq)),
         stock["torch_ms"] or "-" if stock else "-",
     ]
     return "| " + " | ".join(str(c) for c in cells) + " |"
@@ -654,10 +707,15 @@ def best_stock_table(data: dict[str, dict[str, dict]]) -> list[str]:
         speedups.append(speedup)
         within = abs(speedup - 1.0) <= floor
         inside += within
-        lines.append(f"| {model} | {best_s} | {s_ms:.4g} | {best_e} | {e_ms:.4g} | {speedup:.3f}x"
-                     f"{' (within noise)' if within else ''} | ±{100 * floor:.1f}% |")
-    lines += ["", f"Geometric-mean speedup of the best eqsat variant over the best stock variant: "
-                  f"**{geomean(speedups)}** over {len(speedups)} models ({inside} within their noise floor)."]
+        lines.append(
+            f"| {model} | {best_s} | {s_ms:.4g} | {best_e} | {e_ms:.4g} | {speedup:.3f}x"
+            f"{' (within noise)' if within else ''} | ±{100 * floor:.1f}% |"
+        )
+    lines += [
+        "",
+        f"Geometric-mean speedup of the best eqsat variant over the best stock variant: "
+        f"**{geomean(speedups)}** over {len(speedups)} models ({inside} within their noise floor).",
+    ]
     return lines
 
 
@@ -669,7 +727,8 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     title += " (small models)" if sidecar["small"] else ""
     data = _by_model(rows)
     lines = [
-        title, "",
+        title,
+        "",
         f"{m.get('machine') or m['cpu']}, {m['cores_used']} cores{', ' + str(m['gpu']) if m.get('gpu') else ''}; "
         f"TVM {sidecar['versions']['tvm']}, egglog {sidecar['versions']['egglog']}, "
         f"torch {sidecar['versions']['torch']}; {sidecar['date']}. Last command: `{sidecar['command']}`.",
@@ -685,21 +744,34 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     ]
     lines += ["", summary_line(data)]
     if any(v in vs for vs in data.values() for v in ("stock+tvm", "stock+nhwc", "eqsat+tvm")):
-        lines += ["", "## Against the best stock variant", "",
-                  "Stock variants: stock, stock+cpm, stock+tvm (TVM's graph passes: "
-                  f"{', '.join(dict.fromkeys(TVM_PASSES))}), stock+nhwc (ConvertLayout to NHWC); eqsat "
-                  "variants: eqsat, eqsat+tvm (TVM's graph passes, then the pass). A gain or loss counts "
-                  "only outside the model's noise floor (stock's p10-p90 half-spread, and stock tuned "
-                  "again with another seed in the tuned flow).", "", *best_stock_table(data)]
-        passes = [f"{model}: stock+tvm `{vs['stock+tvm']['rules_fired'] or 'none'}`" for model, vs in data.items()
-                  if "stock+tvm" in vs]
+        lines += [
+            "",
+            "## Against the best stock variant",
+            "",
+            "Stock variants: stock, stock+cpm, stock+tvm (TVM's graph passes: "
+            f"{', '.join(dict.fromkeys(TVM_PASSES))}), stock+nhwc (ConvertLayout to NHWC); eqsat "
+            "variants: eqsat, eqsat+tvm (TVM's graph passes, then the pass). A gain or loss counts "
+            "only outside the model's noise floor (stock's p10-p90 half-spread, and stock tuned "
+            "again with another seed in the tuned flow).",
+            "",
+            *best_stock_table(data),
+        ]
+        passes = [
+            f"{model}: stock+tvm `{vs['stock+tvm']['rules_fired'] or 'none'}`"
+            for model, vs in data.items()
+            if "stock+tvm" in vs
+        ]
         lines += ["", "TVM passes that changed each model: " + "; ".join(passes) + "."]
-    changed = [f"- {model}: {vs['eqsat']['changes']}" for model, vs in data.items()
-               if vs.get("eqsat", {}).get("changes")]
+    changed = [
+        f"- {model}: {vs['eqsat']['changes']}" for model, vs in data.items() if vs.get("eqsat", {}).get("changes")
+    ]
     if changed:
         lines += ["", "What eqsat changed (counted on the graphs it returned):", "", *changed]
-    rules = [f"{model}: `{vs['eqsat']['rules_fired']}`" for model, vs in data.items()
-             if "eqsat" in vs and vs["eqsat"]["rules_fired"]]
+    rules = [
+        f"{model}: `{vs['eqsat']['rules_fired']}`"
+        for model, vs in data.items()
+        if "eqsat" in vs and vs["eqsat"]["rules_fired"]
+    ]
     if rules:
         lines += ["", "Rules applied by eqsat (rule:times): " + "; ".join(rules) + "."]
     if sidecar.get("failures"):
@@ -721,18 +793,25 @@ def explain(rows: list[dict], args) -> str:
         flow = f"MetaSchedule, {args.trials} trials per kernel" if args.flow == "tuned" else "TVM's default schedules"
         out += [f"{model} ({vs['stock']['config']}), llvm, {flow}, median of {args.repeat} interleaved samples:", ""]
         for v in vs:
-            out.append(f"  {v:<11} {float(vs[v]['median_ms']):9.3f} ms   {float(vs[v]['speedup_vs_stock']):.3f}x vs stock")
+            out.append(
+                f"  {v:<11} {float(vs[v]['median_ms']):9.3f} ms   {float(vs[v]['speedup_vs_stock']):.3f}x vs stock"
+            )
         speedup = float(vs[best]["median_ms"]) / float(eq["median_ms"])
         floor = noise_floor(vs)
         diffs = [_f(r, "max_rel_diff") for r in vs.values() if _f(r, "max_rel_diff") is not None]
         torch = [_f(r, "torch_max_rel_diff") for r in vs.values() if _f(r, "torch_max_rel_diff") is not None]
-        out += ["", (
-            f"The pass changed: {eq.get('changes') or 'nothing'} ({float(eq['pass_seconds']):.1f} s). "
-            f"Against the best stock variant ({best}) it measured {speedup:.2f}x"
-            f"{' (within the noise floor)' if abs(speedup - 1) <= floor else ''}; its cost model predicted "
-            f"{float(eq['predicted_speedup'] or 1):.2f}x over stock. Every variant's outputs were checked against "
-            f"stock's (largest relative difference {max(diffs):.1e})"
-            + (f" and PyTorch eager's ({max(torch):.1e})." if torch else ".")), ""]
+        out += [
+            "",
+            (
+                f"The pass changed: {eq.get('changes') or 'nothing'} ({float(eq['pass_seconds']):.1f} s). "
+                f"Against the best stock variant ({best}) it measured {speedup:.2f}x"
+                f"{' (within the noise floor)' if abs(speedup - 1) <= floor else ''}; its cost model predicted "
+                f"{float(eq['predicted_speedup'] or 1):.2f}x over stock. Every variant's outputs were checked against "
+                f"stock's (largest relative difference {max(diffs):.1e})"
+                + (f" and PyTorch eager's ({max(torch):.1e})." if torch else ".")
+            ),
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -793,8 +872,10 @@ def seed_databases(args) -> None:
             continue
         source = json.loads((seed / "SOURCE.json").read_text()) if (seed / "SOURCE.json").is_file() else {}
         here = provenance.cpu_name()
-        print(f"{n} tuned kernels from {seed.relative_to(ROOT)} (tuned on {source.get('cpu', 'an unrecorded CPU')}"
-              f"{'' if source.get('cpu') in (None, here) else f'; this machine: {here}, use --no-seed to tune here'})")
+        print(
+            f"{n} tuned kernels from {seed.relative_to(ROOT)} (tuned on {source.get('cpu', 'an unrecorded CPU')}"
+            f"{'' if source.get('cpu') in (None, here) else f'; this machine: {here}, use --no-seed to tune here'})"
+        )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -810,26 +891,46 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=30, help="timed samples per variant (interleaved rounds)")
     p.add_argument("--min-ms", type=float, default=10.0, help="a sample repeats the model until it lasts this long")
     p.add_argument("--time-limit", type=float, default=30.0, help="tvm-eqsat pass time limit (s)")
-    p.add_argument("--cost-model", default="auto",
-                   help="the pass's cost_model (auto, roofline, xgb, or a model directory); it costs for --flow")
-    p.add_argument("--rules", nargs="+", default=None,
-                   help="the pass's rule families or rules (default: its default set; e.g. the opt-in nhwc family: "
-                        "--rules identities algebra merges layout conv matmul nhwc)")
+    p.add_argument(
+        "--cost-model",
+        default="auto",
+        help="the pass's cost_model (auto, roofline, xgb, or a model directory); it costs for --flow",
+    )
+    p.add_argument(
+        "--rules",
+        nargs="+",
+        default=None,
+        help="the pass's rule families or rules (default: its default set; e.g. the opt-in nhwc family: "
+        "--rules identities algebra merges layout conv matmul nhwc)",
+    )
     p.add_argument("--tag", default=None, help="suffix of the results files (<target>-<flow>[-small]-<tag>.*)")
-    p.add_argument("--speed-check", action="store_true",
-                   help="run the pass with speed_check=True: it builds and times the module before and after its "
-                        "rewrite (this flow, the --work-dir database, --trials) and keeps the rewrite only if "
-                        "measurably faster; results in <target>-<flow>[-small]-checked.*")
+    p.add_argument(
+        "--speed-check",
+        action="store_true",
+        help="run the pass with speed_check=True: it builds and times the module before and after its "
+        "rewrite (this flow, the --work-dir database, --trials) and keeps the rewrite only if "
+        "measurably faster; results in <target>-<flow>[-small]-checked.*",
+    )
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--force", action="store_true", help="re-run models that already have rows")
     p.add_argument("--dry-run", action="store_true", help="compile every variant, no timing, no results files")
-    p.add_argument("--tune-only", action="store_true",
-                   help="tuned flow: tune every variant's kernels into the databases, nothing built or timed")
-    p.add_argument("--no-seed", action="store_true",
-                   help=f"tuned flow: do not start from the committed databases in {TUNING_DIR.relative_to(ROOT)}")
-    p.add_argument("--population", type=int, default=POPULATION,
-                   help="MetaSchedule's evolutionary population (its default: 512; ours: 128, "
-                        "see benchmarks/results/ms-overhead-llvm.md)")
+    p.add_argument(
+        "--tune-only",
+        action="store_true",
+        help="tuned flow: tune every variant's kernels into the databases, nothing built or timed",
+    )
+    p.add_argument(
+        "--no-seed",
+        action="store_true",
+        help=f"tuned flow: do not start from the committed databases in {TUNING_DIR.relative_to(ROOT)}",
+    )
+    p.add_argument(
+        "--population",
+        type=int,
+        default=POPULATION,
+        help="MetaSchedule's evolutionary population (its default: 512; ours: 128, "
+        "see benchmarks/results/ms-overhead-llvm.md)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument(
         "--quick", action="store_true",
@@ -861,8 +962,12 @@ def main(argv: list[str] | None = None) -> int:
     log_path = Path(args.out_dir) / f"{_stem(args)}.log"
     with console.native_output_to(log_path) as (stream, log_file):
         handlers = [logging.StreamHandler(stream), logging.StreamHandler(log_file)]
-        logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s",
-                            handlers=handlers, force=True)
+        logging.basicConfig(
+            level=logging.INFO if args.verbose else logging.WARNING,
+            format="%(name)s: %(message)s",
+            handlers=handlers,
+            force=True,
+        )
         try:
             status = run(args, argv)
         finally:
@@ -873,8 +978,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _stem(args) -> str:
-    return (f"{args.target}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
-            f"{'-' + args.tag if args.tag else ''}")
+    return (
+        f"{args.target}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
+        f"{'-' + args.tag if args.tag else ''}"
+    )
 
 
 def run(args, argv: list[str]) -> int:
@@ -939,12 +1046,20 @@ def run(args, argv: list[str]) -> int:
                 write_rows(csv_path, new)
                 rows += new
             eq = next((r for r in new if r["variant"] == "eqsat"), None)
-            tqdm.write(f"{name}: stock {new[0]['median_ms']} ms" + (
-                f", eqsat {eq['median_ms']} ms ({eq['speedup_vs_stock']}x, predicted {eq['predicted_speedup']}x)"
-                if eq else ""))
+            tqdm.write(
+                f"{name}: stock {new[0]['median_ms']} ms"
+                + (
+                    f", eqsat {eq['median_ms']} ms ({eq['speedup_vs_stock']}x, predicted {eq['predicted_speedup']}x)"
+                    if eq
+                    else ""
+                )
+            )
     elapsed = time.perf_counter() - start
     if args.tune_only:
-        print(f"tuned in {elapsed:.0f} s: {len(failures)} failures" + "".join(f"\n  {k}: {v}" for k, v in failures.items()))
+        print(
+            f"tuned in {elapsed:.0f} s: {len(failures)} failures"
+            + "".join(f"\n  {k}: {v}" for k, v in failures.items())
+        )
         return 1 if failures else 0
     if args.dry_run:
         print(f"dry run: {len(failures)} failures" + "".join(f"\n  {k}: {v}" for k, v in failures.items()))

@@ -38,17 +38,23 @@ from pathlib import Path
 import tvm
 from tqdm import tqdm
 
-from tvm_eqsat import models, optimize
+from tvm_eqsat import models, ops, optimize
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy, module_graphs
 from tvm_eqsat.measure import (
-    CALIBRATION_SIZES, build_workload, elementwise_ns, kernel_out_ty, kernel_workloads, measure, module_workloads,
-    nvcc_compile, workload_module,
+    CALIBRATION_SIZES,
+    build_workload,
+    elementwise_ns,
+    kernel_out_ty,
+    kernel_workloads,
+    measure,
+    module_workloads,
+    nvcc_compile,
+    workload_module,
 )
-from tvm_eqsat.workload import Workload
-from tvm_eqsat import ops
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.saturate import saturate
+from tvm_eqsat.workload import Workload
 from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row, ty_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,9 +120,15 @@ def chosen_workloads(model: models.Model, target: dict, flow: str) -> list[Workl
     return module_workloads(new)
 
 
-def gather(model_names: list[str], n_variants: int, seed: int, small: bool = False,
-           sources: tuple[str, ...] = SOURCES[:3], target: dict | None = None,
-           flow: str = "tuned") -> list[tuple[str, str, Workload]]:
+def gather(
+    model_names: list[str],
+    n_variants: int,
+    seed: int,
+    small: bool = False,
+    sources: tuple[str, ...] = SOURCES[:3],
+    target: dict | None = None,
+    flow: str = "tuned",
+) -> list[tuple[str, str, Workload]]:
     """(model, source, workload), deduplicated by workload key in first-seen order."""
     rng = random.Random(seed)
     seen: set[str] = set()
@@ -167,7 +179,9 @@ def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
                 nvcc_compile(ex, target)
         except Exception as err:
             failures += 1
-            logging.warning("%s %s does not build: %s", w.op, [t.shape for t in w.inputs], str(err).splitlines()[0][:200])
+            logging.warning(
+                "%s %s does not build: %s", w.op, [t.shape for t in w.inputs], str(err).splitlines()[0][:200]
+            )
     print(f"{len(items) - failures} of {len(items)} workloads compile for {target}")
 
 
@@ -175,8 +189,12 @@ def calibrate_elementwise(args, flow: str, target: dict, work_dir: str, path: Pa
     t = time.perf_counter()
     ns = elementwise_ns(target, flow=flow, trials=args.trials, work_dir=work_dir, repeat=args.repeat)
     doc = {
-        "target": args.target, "flow": flow, "trials": args.trials if flow == "tuned" else None,
-        "sizes": list(CALIBRATION_SIZES), "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - t, 1),
+        "target": args.target,
+        "flow": flow,
+        "trials": args.trials if flow == "tuned" else None,
+        "sizes": list(CALIBRATION_SIZES),
+        "date": time.strftime("%Y-%m-%d"),
+        "seconds": round(time.perf_counter() - t, 1),
         "ns_per_element": {k: round(v, 4) for k, v in ns.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,33 +205,64 @@ def calibrate_elementwise(args, flow: str, target: dict, work_dir: str, path: Pa
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-    p.add_argument("--flow", default=None, choices=["tuned", "default"], help="default: tuned on llvm, default (dlight) on cuda")
+    p.add_argument(
+        "--flow", default=None, choices=["tuned", "default"], help="default: tuned on llvm, default (dlight) on cuda"
+    )
     p.add_argument("--trials", type=int, default=16, help="MetaSchedule candidates per kernel (tuned flow)")
     p.add_argument("--models", nargs="+", default=["bert-base", "resnet50"])
-    p.add_argument("--small", action="store_true", help="the kernels of the reduced models (what the quick benchmarks run)")
-    p.add_argument("--sources", nargs="+", default=list(SOURCES[:3]), choices=SOURCES,
-                   help="which workloads to gather (chosen: the kernels the pass picks now; see above)")
+    p.add_argument(
+        "--small", action="store_true", help="the kernels of the reduced models (what the quick benchmarks run)"
+    )
+    p.add_argument(
+        "--sources",
+        nargs="+",
+        default=list(SOURCES[:3]),
+        choices=SOURCES,
+        help="which workloads to gather (chosen: the kernels the pass picks now; see above)",
+    )
     p.add_argument("--variants", type=int, default=1, help="random shape variants per model kernel")
     p.add_argument("--limit", type=int, default=None, help="measure at most this many new workloads")
-    p.add_argument("--per-model", type=int, default=None,
-                   help="at most this many new workloads per model (a seeded sample, the model's own kernels first)")
+    p.add_argument(
+        "--per-model",
+        type=int,
+        default=None,
+        help="at most this many new workloads per model (a seeded sample, the model's own kernels first)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="CSV (default cost_models/<target>/dataset.csv)")
     p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
     p.add_argument("--repeat", type=int, default=30)
-    p.add_argument("--retime", action="store_true",
-                   help="time every kernel already in the CSV again (tuning is cached) and append the new rows; "
-                        "the last row of a kernel wins. Use on a quiet machine.")
-    p.add_argument("--dry-run", action="store_true",
-                   help="compile every workload for the target without timing (checks a GPU-less CUDA setup)")
+    p.add_argument(
+        "--retime",
+        action="store_true",
+        help="time every kernel already in the CSV again (tuning is cached) and append the new rows; "
+        "the last row of a kernel wins. Use on a quiet machine.",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="compile every workload for the target without timing (checks a GPU-less CUDA setup)",
+    )
     p.add_argument("--arch", default="sm_90", help="CUDA architecture")
-    p.add_argument("--elementwise", action="store_true",
-                   help=f"calibrate element-wise ops (ns per element) and write {ELEMENTWISE} beside the CSV")
-    p.add_argument("--bundle", default=None, metavar="DIR",
-                   help="do not time here: build the workloads into a runtime-only bundle for a machine without "
-                        "TVM (the GPU); time them there with DIR/run.py, then --from-bundle")
-    p.add_argument("--from-bundle", nargs=2, default=None, metavar=("DIR", "RESULTS"),
-                   help="append the rows of a bundle's device run (its results.json) to the CSV")
+    p.add_argument(
+        "--elementwise",
+        action="store_true",
+        help=f"calibrate element-wise ops (ns per element) and write {ELEMENTWISE} beside the CSV",
+    )
+    p.add_argument(
+        "--bundle",
+        default=None,
+        metavar="DIR",
+        help="do not time here: build the workloads into a runtime-only bundle for a machine without "
+        "TVM (the GPU); time them there with DIR/run.py, then --from-bundle",
+    )
+    p.add_argument(
+        "--from-bundle",
+        nargs=2,
+        default=None,
+        metavar=("DIR", "RESULTS"),
+        help="append the rows of a bundle's device run (its results.json) to the CSV",
+    )
     p.add_argument("--python", default=None, help="--bundle: the device's Python (default: the lent GPU's)")
     args = p.parse_args(argv)
     flow = args.flow or ("tuned" if args.target == "llvm" else "default")
@@ -237,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         done = {(r["key"], r["flow"], r["trials"]) for r in rows}
         todo = [
-            item for item in gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)
+            item
+            for item in gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)
             if (item[2].key(), flow, str(args.trials)) not in done
         ]
     if args.from_bundle:
@@ -265,8 +315,21 @@ def main(argv: list[str] | None = None) -> None:
                 failures += 1
                 logging.warning("skipped %s %s: %s", w.op, [t.shape for t in w.inputs], str(err).splitlines()[0][:200])
                 continue
-            writer.writerow(dataset_row(args.target, flow, args.trials, model, source, w, ty, m.median_us, m.p10_us,
-                                        m.p90_us, time.perf_counter() - t))
+            writer.writerow(
+                dataset_row(
+                    args.target,
+                    flow,
+                    args.trials,
+                    model,
+                    source,
+                    w,
+                    ty,
+                    m.median_us,
+                    m.p10_us,
+                    m.p90_us,
+                    time.perf_counter() - t,
+                )
+            )
             f.flush()
     print(f"{len(todo) - failures} measured, {failures} skipped -> {out}")
 
@@ -282,8 +345,9 @@ def bundle_workloads(todo, target: dict, out_dir: str, python: str | None, repea
     for i, (model, source, w) in enumerate(tqdm(todo, desc="compiling", file=sys.stderr)):
         entries.append(bundle.Entry(f"w{i}", workload_module(w), number=10, repeat=repeat))
         info[f"w{i}"] = {"model": model, "source": source, "workload": w.to_json(), "out_ty": ty_json(kernel_out_ty(w))}
-    path = bundle.build_bundle(entries, tvm.target.Target(target), out_dir, python_version=python or bundle.DEVICE_PYTHON,
-                               expected=False)
+    path = bundle.build_bundle(
+        entries, tvm.target.Target(target), out_dir, python_version=python or bundle.DEVICE_PYTHON, expected=False
+    )
     (path / WORKLOADS).write_text(json.dumps(info))
     print(f"{path}: {len(entries)} kernels, {bundle.bundle_bytes(path) / 2**20:.1f} MiB; run {path}/run.py there")
 
@@ -301,9 +365,21 @@ def rows_from_bundle(bundle_dir: str, results: str, target_kind: str, flow: str,
         for row in result["rows"]:
             w = info[row["name"]]
             ty = TensorTy(tuple(w["out_ty"][0]), w["out_ty"][1])
-            writer.writerow(dataset_row(target_kind, flow, 0, w["model"], w["source"],
-                                        Workload.from_json(w["workload"]), ty, row["median_ms"] * 1e3,
-                                        row["p10_ms"] * 1e3, row["p90_ms"] * 1e3, 0.0))
+            writer.writerow(
+                dataset_row(
+                    target_kind,
+                    flow,
+                    0,
+                    w["model"],
+                    w["source"],
+                    Workload.from_json(w["workload"]),
+                    ty,
+                    row["median_ms"] * 1e3,
+                    row["p10_ms"] * 1e3,
+                    row["p90_ms"] * 1e3,
+                    0.0,
+                )
+            )
     print(f"{len(result['rows'])} rows ({len(result['failures'])} failed on the device) -> {out}")
 
 

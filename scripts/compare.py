@@ -50,7 +50,9 @@ def main(argv=None) -> int:
     parser.add_argument("--target", default="llvm", help="llvm (measured here) or cuda (pass only)")
     parser.add_argument("--repeat", type=int, default=30, help="timed runs per build")
     parser.add_argument("--time-limit", type=float, default=30.0, help="pass time limit (s)")
-    parser.add_argument("--cost-model", default="auto", help="the pass's cost_model (auto, roofline, xgb, or a model directory)")
+    parser.add_argument(
+        "--cost-model", default="auto", help="the pass's cost_model (auto, roofline, xgb, or a model directory)"
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -74,8 +76,10 @@ def main(argv=None) -> int:
         "report": report.to_dict(),
     }
     cmp = verify.compare(model.mod, new_mod)
-    print(f"numerical check (llvm, random inputs): max abs diff {cmp.max_abs_diff:.3g}, "
-          f"max rel diff {cmp.max_rel_diff:.3g} over {cmp.outputs} outputs")
+    print(
+        f"numerical check (llvm, random inputs): max abs diff {cmp.max_abs_diff:.3g}, "
+        f"max rel diff {cmp.max_rel_diff:.3g} over {cmp.outputs} outputs"
+    )
     result["max_abs_diff"] = cmp.max_abs_diff
     ok = cmp.max_rel_diff <= 1e-5
 

@@ -47,8 +47,9 @@ CODE_MIB = 2.5  # a library's code beside its weights (small suite, CUDA sm_90: 
 
 def _constant_bytes(mod) -> int:
     """Bytes of the constants bound in ``mod``: what each of its libraries carries."""
-    return sum(t.nbytes for g in module_graphs(mod) for t in (ty_of(c.ty) for c in g.constants)
-               if isinstance(t, TensorTy))
+    return sum(
+        t.nbytes for g in module_graphs(mod) for t in (ty_of(c.ty) for c in g.constants) if isinstance(t, TensorTy)
+    )
 
 
 def build(args) -> None:
@@ -56,8 +57,11 @@ def build(args) -> None:
     models are packed in order into parts whose libraries' weights stay under the limit."""
     target = make_target(args.target, args.arch)
     builders = models.SMALL if args.small else models.MODELS
-    opts = pass_options(argparse.Namespace(time_limit=args.time_limit, cost_model="auto", flow="default",
-                                           speed_check=False, work_dir=None, trials=0))
+    opts = pass_options(
+        argparse.Namespace(
+            time_limit=args.time_limit, cost_model="auto", flow="default", speed_check=False, work_dir=None, trials=0
+        )
+    )
     room = (bundle.LIMIT_BYTES >> 20) - RUNTIME_MIB
     parts: list[tuple[list, dict, float]] = [([], {}, 0.0)]
     for name in args.models:
@@ -68,12 +72,18 @@ def build(args) -> None:
             if vname != "stock" and not v.changed:
                 continue  # the same module as stock: nothing more to time
             mine.append(bundle.Entry(f"{name}/{vname}", v.mod, number=args.number, repeat=args.repeat))
-            info[f"{name}/{vname}"] = {"predicted_speedup": v.predicted_speedup, "changed": int(v.changed),
-                                       "rules_fired": v.rules_fired, "notes": v.notes}
+            info[f"{name}/{vname}"] = {
+                "predicted_speedup": v.predicted_speedup,
+                "changed": int(v.changed),
+                "rules_fired": v.rules_fired,
+                "notes": v.notes,
+            }
         mib = len(mine) * (_constant_bytes(model.mod) / 2**20 + CODE_MIB)
         if mib > room:
-            raise ValueError(f"{name}: its {len(mine)} libraries carry {mib:.0f} MiB of weights, over the "
-                             f"{room} MiB a bundle has for them")
+            raise ValueError(
+                f"{name}: its {len(mine)} libraries carry {mib:.0f} MiB of weights, over the "
+                f"{room} MiB a bundle has for them"
+            )
         if parts[-1][0] and parts[-1][2] + mib > room:
             parts.append(([], {}, 0.0))
         entries, infos, used = parts[-1]
@@ -94,9 +104,9 @@ def collect(args) -> None:
         model, variant = row["name"].split("/")
         data.setdefault(model, {})[variant] = {**row, **info.get(row["name"], {}), "model": model, "variant": variant}
     rows = []
-    for model, vs in data.items():
+    for vs in data.values():
         stock = float(vs["stock"]["median_ms"]) if "stock" in vs else None
-        for variant, r in vs.items():
+        for r in vs.values():
             r["speedup_vs_stock"] = f"{stock / float(r['median_ms']):.4f}" if stock else ""
             rows.append({k: r.get(k, "") for k in FIELDS})
     stem = f"{manifest['target_kind']}-default{'-small' if args.small else ''}"
@@ -105,20 +115,32 @@ def collect(args) -> None:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    table_data = {m: {v: {k: str(x) for k, x in r.items()} for v, r in vs.items() if v in (*STOCK_VARIANTS, "eqsat",
-                                                                                            "eqsat+tvm")}
-                  for m, vs in data.items()}
-    lines = [f"# {manifest['target_kind']}, default flow (dlight){' (small models)' if args.small else ''}", "",
-             f"Device: {result['device']}, Python {result['python']}, TVM runtime only: {result['runtime_only']}; "
-             f"{result['date']}; {result['rounds']} interleaved rounds. Built with "
-             f"{manifest['built_with'].get('commit', '?')[:10]}. Variants whose module is stock's are not listed.",
-             "", *best_stock_table(table_data)]
+    table_data = {
+        m: {v: {k: str(x) for k, x in r.items()} for v, r in vs.items() if v in (*STOCK_VARIANTS, "eqsat", "eqsat+tvm")}
+        for m, vs in data.items()
+    }
+    lines = [
+        f"# {manifest['target_kind']}, default flow (dlight){' (small models)' if args.small else ''}",
+        "",
+        f"Device: {result['device']}, Python {result['python']}, TVM runtime only: {result['runtime_only']}; "
+        f"{result['date']}; {result['rounds']} interleaved rounds. Built with "
+        f"{manifest['built_with'].get('commit', '?')[:10]}. Variants whose module is stock's are not listed.",
+        "",
+        *best_stock_table(table_data),
+    ]
     if result["failures"]:
         lines += ["", "Failed on the device: " + "; ".join(f"{k}: {v}" for k, v in result["failures"].items())]
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    (out / f"{stem}.json").write_text(json.dumps({"device_result": {k: v for k, v in result.items() if k != "rows"},
-                                                  "built_with": manifest["built_with"],
-                                                  "collected_with": provenance.record()}, indent=1))
+    (out / f"{stem}.json").write_text(
+        json.dumps(
+            {
+                "device_result": {k: v for k, v in result.items() if k != "rows"},
+                "built_with": manifest["built_with"],
+                "collected_with": provenance.record(),
+            },
+            indent=1,
+        )
+    )
     print("\n".join(lines))
 
 

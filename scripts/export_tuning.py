@@ -34,11 +34,20 @@ def main() -> None:
         out = Path(args.out) / name
         n = tune.prune_database(src, out)
         budgets = json.loads((out / tune.BUDGETS).read_text())
-        (out / "SOURCE.json").write_text(json.dumps({
-            "cpu": provenance.cpu_name(), "cores": tune.available_cores(),
-            "date": datetime.date.today().isoformat(), "kernels": n,
-            "trial_budgets": sorted(set(budgets.values())), **provenance.source_state(),
-        }, indent=1) + "\n")
+        (out / "SOURCE.json").write_text(
+            json.dumps(
+                {
+                    "cpu": provenance.cpu_name(),
+                    "cores": tune.available_cores(),
+                    "date": datetime.date.today().isoformat(),
+                    "kernels": n,
+                    "trial_budgets": sorted(set(budgets.values())),
+                    **provenance.source_state(),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         size = sum(f.stat().st_size for f in out.iterdir()) / 1e6
         print(f"{out}: {n} kernels, {size:.1f} MB")
 

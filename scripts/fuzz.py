@@ -164,7 +164,9 @@ def _conv_steps(b: _Builder, rng) -> None:
         shape = (1, c, 1, 1) if rng.random() < 0.6 else ((c, 1, 1) if rng.random() < 0.5 else (1, 1, h, w))
         y = b.step("add", (x, b.const(shape)), (n, c, h, w))
         if rng.random() < 0.5 and b.dtype == "float32":
-            b.step("batch_norm", (y,), (n, c, h, w), seed=int(rng.integers(1 << 30)), eps=float(rng.choice([1e-5, 1e-3])))
+            b.step(
+                "batch_norm", (y,), (n, c, h, w), seed=int(rng.integers(1 << 30)), eps=float(rng.choice([1e-5, 1e-3]))
+            )
     elif kind < 0.68 and b.dtype == "float32":  # TVM's legalized fp16 batch norm does not build
         b.step("batch_norm", (x,), (n, c, h, w), seed=int(rng.integers(1 << 30)), eps=float(rng.choice([1e-5, 1e-3])))
     elif kind < 0.74:
@@ -269,8 +271,10 @@ def to_module(prog: Program, name: str = "main"):
     dt = prog.dtype
     n_in = len(prog.inputs)
     params = [relax.Var(f"x{i}", relax.TensorType(s, dt)) for i, s in enumerate(prog.inputs)]
-    extra = [relax.Var(f"w{k}", relax.TensorType(prog.shapes[n_in + i], dt))
-             for k, i in enumerate(i for i, s in enumerate(prog.steps) if s.op == "param")]
+    extra = [
+        relax.Var(f"w{k}", relax.TensorType(prog.shapes[n_in + i], dt))
+        for k, i in enumerate(i for i, s in enumerate(prog.steps) if s.op == "param")
+    ]
     bb = relax.BlockBuilder()
 
     def const(shape, seed, positive=False):
@@ -291,13 +295,25 @@ def to_module(prog: Program, name: str = "main"):
                     v = extra[k]
                     k += 1
                 elif s.op == "conv2d":
-                    v = bb.emit(R.nn.conv2d(a[0], a[1], strides=at["strides"], padding=at["padding"],
-                                            dilation=at["dilation"], groups=at["groups"]))
+                    v = bb.emit(
+                        R.nn.conv2d(
+                            a[0],
+                            a[1],
+                            strides=at["strides"],
+                            padding=at["padding"],
+                            dilation=at["dilation"],
+                            groups=at["groups"],
+                        )
+                    )
                 elif s.op == "batch_norm":
                     c = prog.shapes[s.args[0]][1]
                     gm, bt, mn = (const((c,), at["seed"] + i) for i in range(3))
                     vr = const((c,), at["seed"] + 3, positive=True)
-                    v = bb.emit(relax.TupleGetItem(bb.emit(R.nn.batch_norm(a[0], gm, bt, mn, vr, axis=1, epsilon=at["eps"], training=False)), 0))
+                    v = bb.emit(
+                        relax.TupleGetItem(
+                            bb.emit(R.nn.batch_norm(a[0], gm, bt, mn, vr, axis=1, epsilon=at["eps"], training=False)), 0
+                        )
+                    )
                 elif s.op == "concat":
                     v = bb.emit(R.concat(a, axis=at["axis"]))
                 elif s.op == "split":
@@ -305,7 +321,9 @@ def to_module(prog: Program, name: str = "main"):
                 elif s.op == "tget":
                     v = bb.emit(relax.TupleGetItem(a[0], at["index"]))
                 elif s.op in ("max_pool2d", "avg_pool2d"):
-                    v = bb.emit(getattr(R.nn, s.op)(a[0], pool_size=at["pool"], strides=at["stride"], padding=at["pad"]))
+                    v = bb.emit(
+                        getattr(R.nn, s.op)(a[0], pool_size=at["pool"], strides=at["stride"], padding=at["pad"])
+                    )
                 elif s.op == "permute_dims":
                     v = bb.emit(R.permute_dims(a[0], list(at["axes"])))
                 elif s.op in ("relu", "gelu", "silu"):
@@ -450,8 +468,10 @@ def _difference(prog: Program, func, inputs: list, ref: list, got: list) -> str 
         scale = float(np.max(np.abs(e))) or 1.0
         err_ref, err_got = (float(np.max(np.abs(e - x.astype(np.float64)))) / scale for x in (a, b))
         if err_got > FP16_FACTOR * err_ref + FP16_FLOOR:
-            return (f"output {i}: error against exact arithmetic {err_got:.3g}, the original build's {err_ref:.3g} "
-                    f"(builds differ by {rel:.3g})")
+            return (
+                f"output {i}: error against exact arithmetic {err_got:.3g}, the original build's {err_ref:.3g} "
+                f"(builds differ by {rel:.3g})"
+            )
     return None
 
 
@@ -463,8 +483,10 @@ def _exact(func, inputs: list) -> list[np.ndarray]:
     g = graph_from_block(func.body.blocks[0])
     interp = Interpreter()
     params = list(func.params)
-    interp.inputs = {k: inputs[next(i for i, p in enumerate(params) if p.same_as(v))].astype(np.float32)
-                     for k, v in enumerate(g.inputs)}
+    interp.inputs = {
+        k: inputs[next(i for i, p in enumerate(params) if p.same_as(v))].astype(np.float32)
+        for k, v in enumerate(g.inputs)
+    }
     return [a.astype(np.float64) for v in interp.outputs(g) for a in flatten(v)]
 
 
@@ -472,8 +494,9 @@ def _isolate(progs: list[Program], mode: str, opts: dict, err: Exception) -> lis
     """The findings behind a batch's failure: each program checked alone (or this one's crash)."""
     if len(progs) > 1:
         return [f for p in progs for f in check([p], (mode,), opts)]
-    return [Finding(progs[0].seed, "crash", mode, f"{type(err).__name__}: {str(err)[:300]}",
-                    opts if mode == "pass" else {})]
+    return [
+        Finding(progs[0].seed, "crash", mode, f"{type(err).__name__}: {str(err)[:300]}", opts if mode == "pass" else {})
+    ]
 
 
 def rewritten_variant(mod, families, func: str):
@@ -536,8 +559,9 @@ def shrink(prog: Program, fails, budget_s: float = 300.0) -> Program:
                 continue
             sub = {n_in + i: same[0]}
             steps = [Step(t.op, tuple(sub.get(a, a) for a in t.args), t.attrs) for t in best.steps]
-            cand = Program(best.dtype, best.inputs, steps, [sub.get(o, o) for o in best.outputs], best.seed,
-                           best.shapes)
+            cand = Program(
+                best.dtype, best.inputs, steps, [sub.get(o, o) for o in best.outputs], best.seed, best.shapes
+            )
             cand = _live(cand, cand.outputs)
             if len(cand.steps) < len(best.steps) and fails(cand):
                 best, progress = cand, True
@@ -565,8 +589,11 @@ def run_cases(seeds, modes=("pass", "adversarial"), shrink_s: float = 300.0, pro
                 continue
             prog = random_program(f.seed)
             opts = f.options or None
-            small = shrink(prog, lambda p, f=f: any(g.kind == f.kind and g.mode == f.mode
-                                                    for g in check(p, (f.mode,), opts)), shrink_s)
+            small = shrink(
+                prog,
+                lambda p, f=f: any(g.kind == f.kind and g.mode == f.mode for g in check(p, (f.mode,), opts)),
+                shrink_s,
+            )
             f.script = to_module(small).script()
             findings.append(f)
             stats[f"finding {f.kind}"] += 1
@@ -612,8 +639,18 @@ def write_results(result: dict, args, seconds: float, path: Path) -> None:
         lines.append(f"| {key} | {stats[key]} |")
     lines += ["", f"Findings: {len(result['findings'])}.", ""]
     for f in result["findings"]:
-        lines += [f"## seed {f['seed']}: {f['kind']} ({f['mode']})", "", f["detail"], "",
-                  f"options: `{json.dumps(f['options'])}`", "", "```python", f["script"], "```", ""]
+        lines += [
+            f"## seed {f['seed']}: {f['kind']} ({f['mode']})",
+            "",
+            f["detail"],
+            "",
+            f"options: `{json.dumps(f['options'])}`",
+            "",
+            "```python",
+            f["script"],
+            "```",
+            "",
+        ]
     path.write_text("\n".join(lines))
 
 
@@ -624,8 +661,11 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--modes", nargs="+", default=["pass", "adversarial"], choices=["pass", "adversarial"])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fuzz-llvm.md"))
-    ap.add_argument("--log", default=str(Path.home() / ".cache" / "tvm_eqsat" / "fuzz-llvm.jsonl"),
-                    help="one JSON line per finished chunk of seeds; a rerun skips the chunks already there")
+    ap.add_argument(
+        "--log",
+        default=str(Path.home() / ".cache" / "tvm_eqsat" / "fuzz-llvm.jsonl"),
+        help="one JSON line per finished chunk of seeds; a rerun skips the chunks already there",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not write the Markdown results")
     args = ap.parse_args()
     from tqdm import tqdm
@@ -664,11 +704,15 @@ def main() -> None:
                 record(chunk, _worker((chunk, tuple(args.modes))))
     bar.close()
     parts = [done[(c[0], c[-1])] for c in chunks]
-    total = {"stats": dict(sum((Counter(p["stats"]) for p in parts), Counter())),
-             "findings": [f for p in parts for f in p["findings"]]}
+    total = {
+        "stats": dict(sum((Counter(p["stats"]) for p in parts), Counter())),
+        "findings": [f for p in parts for f in p["findings"]],
+    }
     seconds = sum(p.get("seconds", 0.0) for p in parts)
-    print(f"{total['stats'].get('graphs', 0)} graphs, {len(total['findings'])} findings, "
-          f"{time.time() - start:.0f} s this run")
+    print(
+        f"{total['stats'].get('graphs', 0)} graphs, {len(total['findings'])} findings, "
+        f"{time.time() - start:.0f} s this run"
+    )
     for f in total["findings"]:
         print(f"seed {f['seed']}: {f['kind']} ({f['mode']}): {f['detail']}\n{f['script']}")
     if not args.no_write:

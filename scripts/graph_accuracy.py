@@ -59,7 +59,7 @@ def rows_for(path: Path, target: str) -> list[dict]:
     options = {k: v for k, v in (sidecar.get("eqsat_options") or {}).items() if v is not None}
     options["rules"] = tuple(options["rules"]) if "rules" in options else None
     for name in ("speed_check", "tune_dir", "tune_trials"):  # rows it rejected read unchanged and are
-        options.pop(name, None)                              # skipped; the rewrites it kept need no re-timing
+        options.pop(name, None)  # skipped; the rewrites it kept need no re-timing
     builders = models.SMALL if sidecar.get("small") else models.MODELS
     flow = sidecar.get("flow") or "tuned"
     used = make_cost_model(options.get("cost_model", "roofline"), "llvm", flow).name  # what the benchmark's pass used
@@ -88,7 +88,9 @@ def rows_for(path: Path, target: str) -> list[dict]:
         if timed_hash:  # the benchmark recorded the module it timed
             row["reproduced"] = module_hash(new) == timed_hash
         else:  # older rows: the same module gives the same prediction
-            row["reproduced"] = used in COST_MODELS and abs(row[f"{used}_speedup"] / row["benchmark_predicted"] - 1) < 0.01
+            row["reproduced"] = (
+                used in COST_MODELS and abs(row[f"{used}_speedup"] / row["benchmark_predicted"] - 1) < 0.01
+            )
         out.append(row)
     return out
 
@@ -148,9 +150,13 @@ def report(rows: list[dict], target: str, command: str) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-    p.add_argument("--results", nargs="+", default=None,
-                   help="benchmark CSVs (default benchmarks/results/<target>-*.csv but the -checked ones, "
-                        "whose kept rewrites repeat the unchecked runs' pairs)")
+    p.add_argument(
+        "--results",
+        nargs="+",
+        default=None,
+        help="benchmark CSVs (default benchmarks/results/<target>-*.csv but the -checked ones, "
+        "whose kept rewrites repeat the unchecked runs' pairs)",
+    )
     p.add_argument("--out", default=None, help="default cost_models/<target>")
     args = p.parse_args(argv)
     paths = [Path(x) for x in args.results] if args.results else sorted(

@@ -61,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", default="llvm")
     p.add_argument("--flow", choices=("tuned", "default"), default="tuned")
     p.add_argument("--trials", type=int, default=8, help="MetaSchedule trials per kernel (tuned flow)")
-    p.add_argument("--work-dir", default=str(Path.home() / ".cache/tvm_eqsat/ms-bandwidth"),
-                   help="MetaSchedule database, so re-runs only re-time")
+    p.add_argument(
+        "--work-dir",
+        default=str(Path.home() / ".cache/tvm_eqsat/ms-bandwidth"),
+        help="MetaSchedule database, so re-runs only re-time",
+    )
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/bandwidth-<target>.json")
     args = p.parse_args(argv)
@@ -74,19 +77,37 @@ def main(argv: list[str] | None = None) -> int:
         w = Workload(op, attrs, ins)
         m = measure(w, target, flow=args.flow, trials=args.trials, work_dir=args.work_dir, repeat=args.repeat)
         traffic = nbytes(kernel_out_ty(w)) + sum(nbytes(t) for t in ins)
-        rows.append({
-            "op": op, "shapes": [list(t.shape) for t in ins], "bytes": traffic,
-            "median_us": round(m.median_us, 3), "p10_us": round(m.p10_us, 3), "p90_us": round(m.p90_us, 3),
-            "gb_per_s": round(traffic / m.median_us / 1e3, 1),
-        })
-        tqdm.write(f"{op:7s} {str([list(t.shape) for t in ins]):28s} {traffic / 1024:8.0f} KB "
-                   f"{m.median_us:9.2f} us  {rows[-1]['gb_per_s']:6.1f} GB/s")
-    out.write_text(json.dumps({
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": shlex.join(["python", "scripts/measure_bandwidth.py", *argv]),
-        "target": str(target), "flow": args.flow, "trials": args.trials, "tvm": tvm.__version__,
-        "machine": machine_info(target), "rows": rows,
-    }, indent=1) + "\n")
+        rows.append(
+            {
+                "op": op,
+                "shapes": [list(t.shape) for t in ins],
+                "bytes": traffic,
+                "median_us": round(m.median_us, 3),
+                "p10_us": round(m.p10_us, 3),
+                "p90_us": round(m.p90_us, 3),
+                "gb_per_s": round(traffic / m.median_us / 1e3, 1),
+            }
+        )
+        tqdm.write(
+            f"{op:7s} {str([list(t.shape) for t in ins]):28s} {traffic / 1024:8.0f} KB "
+            f"{m.median_us:9.2f} us  {rows[-1]['gb_per_s']:6.1f} GB/s"
+        )
+    out.write_text(
+        json.dumps(
+            {
+                "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                "command": shlex.join(["python", "scripts/measure_bandwidth.py", *argv]),
+                "target": str(target),
+                "flow": args.flow,
+                "trials": args.trials,
+                "tvm": tvm.__version__,
+                "machine": machine_info(target),
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
     return 0
 

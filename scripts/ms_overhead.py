@@ -51,8 +51,12 @@ KERNELS = {
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trials", type=int, default=64)
-    p.add_argument("--settings", nargs="+", default=["512/16", "128/16", "512/64"],
-                   help="population/trials-per-round pairs (MetaSchedule's defaults: 512/64; ours: 512/16)")
+    p.add_argument(
+        "--settings",
+        nargs="+",
+        default=["512/16", "128/16", "512/64"],
+        help="population/trials-per-round pairs (MetaSchedule's defaults: 512/64; ours: 512/16)",
+    )
     p.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS))
     p.add_argument("--work-dir", default=str(Path.home() / ".cache/tvm_eqsat/ms-overhead"))
     p.add_argument("--repeat", type=int, default=20)
@@ -84,20 +88,37 @@ def main() -> None:
             samplers[setting] = (key, timing.tvm_sampler(ex, dev, inputs, 10.0)[2])
         samples = timing.time_interleaved({k: f for k, (_, f) in samplers.items()}, args.repeat)
         for setting, (key, _) in samplers.items():
-            rows.append({"kernel": name, "setting": setting, "trials": args.trials,
-                         "tune_seconds": round(seconds[key], 1),
-                         "median_us": round(statistics.median(samples[setting]) * 1e3, 2)})
+            rows.append(
+                {
+                    "kernel": name,
+                    "setting": setting,
+                    "trials": args.trials,
+                    "tune_seconds": round(seconds[key], 1),
+                    "median_us": round(statistics.median(samples[setting]) * 1e3, 2),
+                }
+            )
             logging.info("%s", rows[-1])
-    result = {"command": "python scripts/ms_overhead.py " + " ".join(
-        f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-        for k, v in vars(args).items() if k in ("trials", "settings", "kernels")),
-        "provenance": provenance.record(), "rows": rows}
+    result = {
+        "command": "python scripts/ms_overhead.py "
+        + " ".join(
+            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+            for k, v in vars(args).items()
+            if k in ("trials", "settings", "kernels")
+        ),
+        "provenance": provenance.record(),
+        "rows": rows,
+    }
     Path(args.out + ".json").write_text(json.dumps(result, indent=1))
-    lines = ["# MetaSchedule search settings: tuning time and the kernels found", "",
-             f"`{result['command']}` on {provenance.cpu_name()}, {tune.available_cores()} cores; one seed per setting; "
-             f"each setting tunes every kernel from scratch; the best kernels are then timed against each other "
-             f"in {args.repeat} interleaved rounds (median).", "",
-             "| kernel | population / trials per round | tune s | best kernel µs |", "|---|---|---|---|"]
+    lines = [
+        "# MetaSchedule search settings: tuning time and the kernels found",
+        "",
+        f"`{result['command']}` on {provenance.cpu_name()}, {tune.available_cores()} cores; one seed per setting; "
+        f"each setting tunes every kernel from scratch; the best kernels are then timed against each other "
+        f"in {args.repeat} interleaved rounds (median).",
+        "",
+        "| kernel | population / trials per round | tune s | best kernel µs |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {r['kernel']} | {r['setting']} | {r['tune_seconds']} | {r['median_us']} |" for r in rows]
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

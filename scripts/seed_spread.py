@@ -43,8 +43,9 @@ def spread(rows: list[dict]) -> dict:
     return {"seeds": len(xs), "median": float(np.median(xs)), "min": min(xs), "max": max(xs)}
 
 
-def one_seed(name: str, mods: dict, inputs, target, work_dir: str, trials: int, seed: int, repeat: int,
-             per_kernel: bool = False) -> dict:
+def one_seed(
+    name: str, mods: dict, inputs, target, work_dir: str, trials: int, seed: int, repeat: int, per_kernel: bool = False
+) -> dict:
     """Tune (or reuse) both modules with ``seed``, build, time interleaved (and per kernel)."""
     dev = device_for(target)
     executables, samplers, tune_s = {}, {}, 0.0
@@ -64,8 +65,13 @@ def one_seed(name: str, mods: dict, inputs, target, work_dir: str, trials: int, 
         for variant, us in timing.kernel_times(executables, dev, inputs).items():
             kernels[variant] = {k: round(v, 2) for k, v in sorted(us.items())}
     return {
-        "model": name, "seed": seed, "work_dir": work_dir, "tune_s": round(tune_s, 1),
-        "stock_ms": med["stock"], "eqsat_ms": med["eqsat"], "speedup": med["stock"] / med["eqsat"],
+        "model": name,
+        "seed": seed,
+        "work_dir": work_dir,
+        "tune_s": round(tune_s, 1),
+        "stock_ms": med["stock"],
+        "eqsat_ms": med["eqsat"],
+        "speedup": med["stock"] / med["eqsat"],
         **({"kernel_us": kernels} if per_kernel else {}),
     }
 
@@ -80,8 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=8)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--repeat", type=int, default=30, help="interleaved samples per variant and seed")
-    p.add_argument("--per-kernel", action="store_true",
-                   help="also record each build's microseconds per kernel (VM call instrumentation)")
+    p.add_argument(
+        "--per-kernel",
+        action="store_true",
+        help="also record each build's microseconds per kernel (VM call instrumentation)",
+    )
     p.add_argument("--work-root", default=os.path.expanduser("~/.cache/tvm_eqsat/seeds"))
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     args = p.parse_args(argv)
@@ -94,24 +103,35 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for seed in args.seeds:
         work_dir = os.path.join(args.work_root, f"{args.target}-{tag}-s{seed}")
-        rows.append(one_seed(args.model, mods, model.inputs, target, work_dir, args.trials, seed, args.repeat,
-                             args.per_kernel))
+        rows.append(
+            one_seed(args.model, mods, model.inputs, target, work_dir, args.trials, seed, args.repeat, args.per_kernel)
+        )
         r = rows[-1]
-        print(f"{tag} seed {seed}: stock {r['stock_ms']:.4g} ms, eqsat {r['eqsat_ms']:.4g} ms, "
-              f"{r['speedup']:.3f}x", flush=True)
+        print(
+            f"{tag} seed {seed}: stock {r['stock_ms']:.4g} ms, eqsat {r['eqsat_ms']:.4g} ms, {r['speedup']:.3f}x",
+            flush=True,
+        )
     result = {
         "command": "python scripts/seed_spread.py " + shlex.join(argv),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(target), "tvm": tvm.__version__, "target": str(target.kind.name),
-        "flow": "tuned", "trials": args.trials, "eqsat_module_hash": module_hash(eqsat.mod),
-        "predicted_speedup": eqsat.predicted_speedup, "rows": rows, "spread": spread(rows),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(target),
+        "tvm": tvm.__version__,
+        "target": str(target.kind.name),
+        "flow": "tuned",
+        "trials": args.trials,
+        "eqsat_module_hash": module_hash(eqsat.mod),
+        "predicted_speedup": eqsat.predicted_speedup,
+        "rows": rows,
+        "spread": spread(rows),
     }
     out = Path(args.out_dir) / f"seeds-{args.target}-{tag}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     s = result["spread"]
-    print(f"eqsat speedup over {s['seeds']} seeds: median {s['median']:.3f}x, "
-          f"{s['min']:.3f}x-{s['max']:.3f}x (predicted {result['predicted_speedup']:.3f}x); {out}")
+    print(
+        f"eqsat speedup over {s['seeds']} seeds: median {s['median']:.3f}x, "
+        f"{s['min']:.3f}x-{s['max']:.3f}x (predicted {result['predicted_speedup']:.3f}x); {out}"
+    )
     return 0
 
 

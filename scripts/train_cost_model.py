@@ -28,7 +28,14 @@ from scipy.stats import spearmanr
 from tvm_eqsat import provenance
 from tvm_eqsat.features import NAMES
 from tvm_eqsat.xgb_model import (
-    DATASET_FIELDS, ROUNDS, KernelModel, dataset_row, load_dataset, load_elementwise, measured_table, sample_features,
+    DATASET_FIELDS,
+    ROUNDS,
+    KernelModel,
+    dataset_row,
+    load_dataset,
+    load_elementwise,
+    measured_table,
+    sample_features,
     train,
 )
 
@@ -79,9 +86,9 @@ def roofline_us(samples, target: str, flow: str = "tuned") -> np.ndarray:
     from tvm_eqsat.cost import RooflineCostModel
 
     model = RooflineCostModel(target, flow)
-    return np.array([
-        model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples
-    ])
+    return np.array(
+        [model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples]
+    )
 
 
 def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> tuple[dict, np.ndarray]:
@@ -119,8 +126,21 @@ def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, p
             if h.workload.key() in seen:
                 continue
             seen.add(h.workload.key())
-            rows.append(dataset_row(target, "tuned", h.trials, name, "database", h.workload,
-                                    kernel_out_ty(h.workload), h.median_us, h.median_us, h.median_us, 0.0))
+            rows.append(
+                dataset_row(
+                    target,
+                    "tuned",
+                    h.trials,
+                    name,
+                    "database",
+                    h.workload,
+                    kernel_out_ty(h.workload),
+                    h.median_us,
+                    h.median_us,
+                    h.median_us,
+                    0.0,
+                )
+            )
         print(f"{name}: {len(rows)} kernels so far", file=sys.stderr)
     if not rows:
         raise SystemExit(f"{work_dir}: none of the kernels of {names} is in this database")
@@ -145,7 +165,15 @@ def plot(y, pred, groups, path: Path, title: str) -> None:
     lo, hi = min(y.min(), pred.min()) * 0.8, max(y.max(), pred.max()) * 1.25
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
     ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="grey", alpha=0.15, label="+-20%")
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="measured (us)", ylabel="predicted (us)", title=title)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(lo, hi),
+        ylim=(lo, hi),
+        xlabel="measured (us)",
+        ylabel="predicted (us)",
+        title=title,
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -163,16 +191,31 @@ def main() -> None:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-    p.add_argument("--dataset", default=None,
-                   help="default cost_models/<target>/dataset.csv (with --from-database: <out>/dataset.csv, rewritten)")
+    p.add_argument(
+        "--dataset",
+        default=None,
+        help="default cost_models/<target>/dataset.csv (with --from-database: <out>/dataset.csv, rewritten)",
+    )
     p.add_argument("--out", default=None, help="default cost_models/<target> (with --from-database: DIR/cost_model)")
     p.add_argument("--rounds", type=int, default=ROUNDS)
-    p.add_argument("--finetune-from", default=None,
-                   help="continue boosting this model directory on the dataset (adapts a model to a new machine)")
-    p.add_argument("--from-database", metavar="DIR", default=None,
-                   help="harvest the dataset from this MetaSchedule database instead of measuring")
-    p.add_argument("--models", nargs="+", default=None, choices=sorted(models.MODELS),
-                   help="with --from-database: the zoo models that were tuned into it (default: all)")
+    p.add_argument(
+        "--finetune-from",
+        default=None,
+        help="continue boosting this model directory on the dataset (adapts a model to a new machine)",
+    )
+    p.add_argument(
+        "--from-database",
+        metavar="DIR",
+        default=None,
+        help="harvest the dataset from this MetaSchedule database instead of measuring",
+    )
+    p.add_argument(
+        "--models",
+        nargs="+",
+        default=None,
+        choices=sorted(models.MODELS),
+        help="with --from-database: the zoo models that were tuned into it (default: all)",
+    )
     p.add_argument("--small", action="store_true", help="with --from-database: the reduced models were tuned")
     args = p.parse_args()
     if args.from_database:
@@ -255,13 +298,15 @@ def main() -> None:
         f"The pass answers the {len(model.measured)} bare kernels of this dataset from their measurements "
         "(`measured.json`) and asks the booster about the rest.",
         "",
-        (f"Element-wise epilogues are priced per element from `elementwise.json` "
-         f"(flow {model.elementwise.get('flow')}, {model.elementwise.get('date')}): the booster learns each kernel "
-         "with its epilogue's compute taken off, the pass charges that compute to the element-wise nodes, and the "
-         "figures above compare booster + epilogue with the whole measurement."
-         if model.per_element_ns else
-         "No `elementwise.json` beside the dataset: epilogues stay in the kernels' measurements "
-         "(`collect_kernels.py --elementwise` calibrates them)."),
+        (
+            f"Element-wise epilogues are priced per element from `elementwise.json` "
+            f"(flow {model.elementwise.get('flow')}, {model.elementwise.get('date')}): the booster learns each kernel "
+            "with its epilogue's compute taken off, the pass charges that compute to the element-wise nodes, and the "
+            "figures above compare booster + epilogue with the whole measurement."
+            if model.per_element_ns
+            else "No `elementwise.json` beside the dataset: epilogues stay in the kernels' measurements "
+            "(`collect_kernels.py --elementwise` calibrates them)."
+        ),
         "",
         f"![predicted vs measured ({split})](predicted_vs_measured.png)",
         "",
@@ -279,7 +324,9 @@ def _flows(dataset: Path) -> list[str]:
     import csv
 
     with open(dataset) as f:
-        return sorted({f"{r['flow']}" + (f" ({r['trials']} trials)" if r["flow"] == "tuned" else "") for r in csv.DictReader(f)})
+        return sorted(
+            {f"{r['flow']}" + (f" ({r['trials']} trials)" if r["flow"] == "tuned" else "") for r in csv.DictReader(f)}
+        )
 
 
 def _count(values) -> dict:

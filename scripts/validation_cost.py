@@ -34,8 +34,11 @@ def measure(name: str, small: bool, flow: str) -> dict:
     total = sum(f.seconds.get("total", 0.0) for f in fns)
     validate = sum(f.seconds.get("validate", 0.0) for f in fns)
     return {
-        "model": name, "flow": flow, "changed": any(f.changed for f in fns),
-        "pass_s": round(wall, 3), "validate_s": round(validate, 3),
+        "model": name,
+        "flow": flow,
+        "changed": any(f.changed for f in fns),
+        "pass_s": round(wall, 3),
+        "validate_s": round(validate, 3),
         "share": round(validate / (total - validate), 4) if total > validate else 0.0,
         "max_rel_diff": max((f.validation.get("max_rel_diff", 0.0) for f in fns), default=0.0),
         "alarms": report.alarms,
@@ -78,11 +81,16 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['model']} | {r['flow']} | {r['changed']} | {r['pass_s']:.2f} | {r['validate_s']:.2f} | "
-                     f"{100 * r['share']:.1f}% | {r['max_rel_diff']:.2g} |")
+        lines.append(
+            f"| {r['model']} | {r['flow']} | {r['changed']} | {r['pass_s']:.2f} | {r['validate_s']:.2f} | "
+            f"{100 * r['share']:.1f}% | {r['max_rel_diff']:.2g} |"
+        )
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    sidecar = {**provenance.record(), "command": " ".join(["python scripts/validation_cost.py", *sys.argv[1:]]),
-               "rows": rows}
+    sidecar = {
+        **provenance.record(),
+        "command": " ".join(["python scripts/validation_cost.py", *sys.argv[1:]]),
+        "rows": rows,
+    }
     (out / f"{stem}.json").write_text(json.dumps(sidecar, indent=1))
     print("\n".join(lines))
 

@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from helpers import load_script
 
 pytest.importorskip("torch")
@@ -23,8 +22,21 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     # the roofline merges nasrnn's matmuls (the default flow's learned model leaves it unchanged),
     # so the eqsat row is a changed module
-    argv = ["--small", "--models", "nasrnn", "--flow", "default", "--cost-model", "roofline",
-            "--repeat", "3", "--min-ms", "2", "--out-dir", str(out)]
+    argv = [
+        "--small",
+        "--models",
+        "nasrnn",
+        "--flow",
+        "default",
+        "--cost-model",
+        "roofline",
+        "--repeat",
+        "3",
+        "--min-ms",
+        "2",
+        "--out-dir",
+        str(out),
+    ]
     assert bench.main(argv) == 0
     return bench, out, argv
 
@@ -53,7 +65,9 @@ def test_csv_has_every_variant_checked(run):
     assert float(rows["stock"]["speedup_vs_stock"]) == 1.0
     # nasrnn has no convolution, and the default flow does not tune: those rows are stock's build
     for twin in ("stock+nhwc", "stock-aa"):
-        assert rows[twin]["notes"] == "the same module as stock" and rows[twin]["median_ms"] == rows["stock"]["median_ms"]
+        assert (
+            rows[twin]["notes"] == "the same module as stock" and rows[twin]["median_ms"] == rows["stock"]["median_ms"]
+        )
     assert rows["stock+tvm"]["rules_fired"]  # which of TVM's passes changed the model
     hashes = [r["module_hash"] for r in rows.values()]  # graph_accuracy.py checks the timed module by it
     assert all(len(h) == 16 for h in hashes) and rows["eqsat"]["module_hash"] != rows["stock"]["module_hash"]
@@ -65,9 +79,16 @@ def test_noise_floor_and_best_stock_headline():
     def row(ms, p10, p90, notes=""):
         return {"median_ms": str(ms), "p10_ms": str(p10), "p90_ms": str(p90), "notes": notes}
 
-    data = {"a": {"stock": row(10, 9, 11), "stock+tvm": row(8, 7.8, 8.2), "stock-aa": row(9.6, 9, 10),
-                  "eqsat": row(7, 6.9, 7.1), "eqsat+tvm": row(7.5, 7, 8)},
-            "b": {"stock": row(4, 3.9, 4.1), "stock+nhwc": row(4.2, 4, 4.4), "eqsat": row(3.96, 3.9, 4.0)}}
+    data = {
+        "a": {
+            "stock": row(10, 9, 11),
+            "stock+tvm": row(8, 7.8, 8.2),
+            "stock-aa": row(9.6, 9, 10),
+            "eqsat": row(7, 6.9, 7.1),
+            "eqsat+tvm": row(7.5, 7, 8),
+        },
+        "b": {"stock": row(4, 3.9, 4.1), "stock+nhwc": row(4.2, 4, 4.4), "eqsat": row(3.96, 3.9, 4.0)},
+    }
     assert bench.noise_floor(data["a"]) == pytest.approx(max(0.1, 10 / 9.6 - 1))  # the A/A control is larger
     assert bench.noise_floor(data["b"]) == pytest.approx(0.025)
     lines = "\n".join(bench.best_stock_table(data))
@@ -169,8 +190,10 @@ def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, c
     monkeypatch.setattr(bench, "ROOT", tmp_path)
     args = bench.parse_args(["--flow", "tuned", "--work-dir", str(tmp_path / "ms")])
     bench.seed_databases(args)
-    assert seeded == [(str(tmp_path / "ms"), tmp_path / "tuning" / "llvm"),
-                      (f"{tmp_path / 'ms'}-aa", tmp_path / "tuning" / "llvm-aa")]
+    assert seeded == [
+        (str(tmp_path / "ms"), tmp_path / "tuning" / "llvm"),
+        (f"{tmp_path / 'ms'}-aa", tmp_path / "tuning" / "llvm-aa"),
+    ]
     out = capsys.readouterr().out
     assert "3 tuned kernels from tuning/llvm (tuned on Some CPU" in out
     assert "--no-seed" in out or "Some CPU" == bench.provenance.cpu_name()

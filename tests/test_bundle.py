@@ -8,11 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers import const, load_script, module, tensor
 from tvm.relax import op as R
 
 from tvm_eqsat import bundle
-
-from helpers import const, load_script, module, tensor
 
 
 def _mlp():
@@ -21,14 +20,19 @@ def _mlp():
 
 
 def test_llvm_bundle_runs_with_the_runtime_only(tmp_path):
-    path = bundle.build_bundle([bundle.Entry("mlp", _mlp(), number=2, repeat=5)], "llvm", tmp_path / "b",
-                               python_version=f"{sys.version_info.major}.{sys.version_info.minor}")
+    path = bundle.build_bundle(
+        [bundle.Entry("mlp", _mlp(), number=2, repeat=5)],
+        "llvm",
+        tmp_path / "b",
+        python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
+    )
     assert bundle.bundle_bytes(path) < bundle.LIMIT_BYTES
     assert not list(path.rglob("libtvm_compiler.so")) and list(path.rglob("libtvm_runtime.so"))
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
-    subprocess.run([sys.executable, str(path / "run.py"), "--out", str(out)], check=True, env=env,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(path / "run.py"), "--out", str(out)], check=True, env=env, capture_output=True, timeout=300
+    )
     result = json.loads((out / "results.json").read_text())
     assert result["runtime_only"] and result["tvm_file"].startswith(str(path))
     assert not result["failures"], result["failures"]
@@ -58,13 +62,25 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     from tvm_eqsat import batch_tune, tune, verify
 
     mod = _mlp()
-    path = batch_tune.candidate_bundle(mod, "llvm", tmp_path / "b", n=2, number=2, repeat=2,
-                                       python_version=f"{sys.version_info.major}.{sys.version_info.minor}")
+    path = batch_tune.candidate_bundle(
+        mod,
+        "llvm",
+        tmp_path / "b",
+        n=2,
+        number=2,
+        repeat=2,
+        python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
+    )
     kernels = [e for e in json.loads((path / "manifest.json").read_text())["entries"] if e["kind"] == "kernel"]
     assert len(kernels) >= 2
     env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
-    subprocess.run([sys.executable, str(path / "run.py"), "--out", str(tmp_path / "out")], check=True, env=env,
-                   capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, str(path / "run.py"), "--out", str(tmp_path / "out")],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     assert result["runtime_only"] and not result["failures"] and len(result["rows"]) == len(kernels)
     db = batch_tune.record_results(path, tmp_path / "out" / "results.json", tmp_path / "db")
@@ -79,15 +95,49 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
 def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
     bench = load_script("device_bench")
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    bench.main(["build", "--small", "--models", "resnet50", "--target", "llvm", "--python", py,
-                "--variants", "stock", "stock+tvm", "eqsat", "--rounds", "2", "--repeat", "2", "--number", "1",
-                "--out", str(tmp_path / "b")])
+    bench.main(
+        [
+            "build",
+            "--small",
+            "--models",
+            "resnet50",
+            "--target",
+            "llvm",
+            "--python",
+            py,
+            "--variants",
+            "stock",
+            "stock+tvm",
+            "eqsat",
+            "--rounds",
+            "2",
+            "--repeat",
+            "2",
+            "--number",
+            "1",
+            "--out",
+            str(tmp_path / "b"),
+        ]
+    )
     env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
-    subprocess.run([sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")], check=True,
-                   env=env, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     (tmp_path / "res").mkdir()
-    bench.main(["collect", str(tmp_path / "b"), str(tmp_path / "out" / "results.json"), "--small",
-                "--out-dir", str(tmp_path / "res")])
+    bench.main(
+        [
+            "collect",
+            str(tmp_path / "b"),
+            str(tmp_path / "out" / "results.json"),
+            "--small",
+            "--out-dir",
+            str(tmp_path / "res"),
+        ]
+    )
     rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "res" / "llvm-default-small.csv"))}
     assert {"stock", "stock+tvm", "eqsat"} <= set(rows)  # both rewrite resnet50 (batch-norm folding)
     assert all(float(r["max_rel_diff"]) < 1e-4 and float(r["median_ms"]) > 0 for r in rows.values())
@@ -100,12 +150,30 @@ def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
     device run's results.json becomes dataset rows (--from-bundle)."""
     collect = load_script("collect_kernels")
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    common = ["--target", "llvm", "--flow", "default", "--small", "--models", "resnet50", "--sources", "model",
-              "--limit", "3", "--out", str(tmp_path / "dataset.csv")]
+    common = [
+        "--target",
+        "llvm",
+        "--flow",
+        "default",
+        "--small",
+        "--models",
+        "resnet50",
+        "--sources",
+        "model",
+        "--limit",
+        "3",
+        "--out",
+        str(tmp_path / "dataset.csv"),
+    ]
     collect.main([*common, "--bundle", str(tmp_path / "b"), "--python", py, "--repeat", "2"])
     env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
-    subprocess.run([sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")], check=True,
-                   env=env, capture_output=True, timeout=600)
+    subprocess.run(
+        [sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     collect.main([*common, "--from-bundle", str(tmp_path / "b"), str(tmp_path / "out" / "results.json")])
     rows = list(csv.DictReader(open(tmp_path / "dataset.csv")))
     assert len(rows) == 3 and all(float(r["median_us"]) > 0 and r["source"] == "model" for r in rows)
@@ -115,8 +183,23 @@ def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
     bench = load_script("device_bench")
     monkeypatch.setattr(bench, "RUNTIME_MIB", (bundle.LIMIT_BYTES >> 20) - 4)  # room for 4 MiB of libraries
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
-    bench.main(["build", "--small", "--models", "nasrnn", "squeezenet", "--target", "llvm", "--python", py,
-                "--variants", "stock", "--out", str(tmp_path / "b")])  # 2 x (weights + 2.5 MiB of code)
+    bench.main(
+        [
+            "build",
+            "--small",
+            "--models",
+            "nasrnn",
+            "squeezenet",
+            "--target",
+            "llvm",
+            "--python",
+            py,
+            "--variants",
+            "stock",
+            "--out",
+            str(tmp_path / "b"),
+        ]
+    )  # 2 x (weights + 2.5 MiB of code)
     parts = sorted(p.name for p in (tmp_path / "b").iterdir())
     assert parts == ["part0", "part1"]
     names = [json.loads((tmp_path / "b" / p / "manifest.json").read_text())["entries"][0]["name"] for p in parts]

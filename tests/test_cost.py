@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import assert_close, const, load_script, module, relax_ops, tensor
 from tvm import relax
 
 import tvm_eqsat
@@ -14,8 +15,6 @@ from tvm_eqsat import cost, features, models, tune
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
 from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
-
-from helpers import assert_close, const, load_script, module, relax_ops, tensor
 
 F32 = "float32"
 CONV_ATTRS = ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", F32)
@@ -50,8 +49,15 @@ def test_shipped_model_never_predicts_a_bigger_kernel_cheaper(flow):
     model = cost.make_cost_model("xgb", "llvm", flow)
     assert isinstance(model, cost.LearnedCostModel)
     sweeps = [
-        [("Conv2d", CONV_ATTRS, (TensorTy((1, c_in, hw, hw), F32), TensorTy((o, c_in, 3, 3), F32)),
-          TensorTy((1, o, hw, hw), F32)) for o in (8, 16, 32, 64, 128, 256, 512)]
+        [
+            (
+                "Conv2d",
+                CONV_ATTRS,
+                (TensorTy((1, c_in, hw, hw), F32), TensorTy((o, c_in, 3, 3), F32)),
+                TensorTy((1, o, hw, hw), F32),
+            )
+            for o in (8, 16, 32, 64, 128, 256, 512)
+        ]
         for c_in, hw in ((4, 7), (64, 14), (256, 28))
     ] + [[_matmul(m, k, n) for n in (64, 128, 256, 512, 1024, 2048, 4096)] for m, k in ((1, 64), (8, 512), (128, 768))]
     for sweep in sweeps:
@@ -116,10 +122,15 @@ def test_measured_kernels_answer_for_themselves(tmp_path):
     bare = Workload(op, attrs, ins)
     with_bias = Workload(op, attrs, ins, (Epilogue("Add", (48,)),))
     with_relu = Workload(op, attrs, ins, (Epilogue("Add", (48,)), Epilogue("Relu")))
-    samples += [Sample("model0", "chosen", bare, out, 100.0, 0.05), Sample("model0", "chosen", with_bias, out, 140.0, 0.05)]
+    samples += [
+        Sample("model0", "chosen", bare, out, 100.0, 0.05),
+        Sample("model0", "chosen", with_bias, out, 140.0, 0.05),
+    ]
     only_fused = _matmul(48, 48, 24)
-    samples += [Sample("model0", "model", Workload(only_fused[0], only_fused[1], only_fused[2], e), only_fused[3], us, 0.05)
-                for e, us in ((with_bias.epilogue, 60.0), (with_relu.epilogue, 80.0))]
+    samples += [
+        Sample("model0", "model", Workload(only_fused[0], only_fused[1], only_fused[2], e), only_fused[3], us, 0.05)
+        for e, us in ((with_bias.epilogue, 60.0), (with_relu.epilogue, 80.0))
+    ]
     KernelModel(train(samples, rounds=50), {"features": list(features.NAMES)}, measured_table(samples)).save(tmp_path)
     model = cost.make_cost_model(str(tmp_path), "llvm")
     assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(100.0 + cost.EPSILON_US)
@@ -143,13 +154,16 @@ def test_epilogue_compute_moves_from_kernels_to_elementwise_nodes(tmp_path):
     with_tanh = Workload(op, attrs, ins, (Epilogue("Tanh"), Epilogue("Relu")))
     assert epilogue_us(with_tanh, out, calibration["ns_per_element"]) == pytest.approx(40.0)
     assert epilogue_us(bare, out, calibration["ns_per_element"]) == 0.0
-    rows = [Sample("model0", "chosen", bare, out, 100.0, 0.05, 0.0),
-            Sample("model0", "chosen", with_tanh, out, 140.0, 0.05, 40.0)]
+    rows = [
+        Sample("model0", "chosen", bare, out, 100.0, 0.05, 0.0),
+        Sample("model0", "chosen", with_tanh, out, 140.0, 0.05, 40.0),
+    ]
     assert [r.kernel_us for r in rows] == pytest.approx([100.0, 100.0])
     assert Sample("m", "chosen", with_tanh, out, 30.0, 0.05, 40.0).kernel_us == pytest.approx(KERNEL_FLOOR * 30.0)
     samples = _synthetic_samples(np.random.default_rng(1)) + rows
-    KernelModel(train(samples, rounds=50), {"features": list(features.NAMES)}, measured_table(samples),
-                calibration).save(tmp_path)
+    KernelModel(
+        train(samples, rounds=50), {"features": list(features.NAMES)}, measured_table(samples), calibration
+    ).save(tmp_path)
     model = cost.make_cost_model(str(tmp_path), "llvm")
     assert model.kernels.per_element_ns == {"Tanh": pytest.approx(tanh_ns)}
     assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(100.0 + cost.EPSILON_US)
@@ -197,7 +211,9 @@ def _two_steps_by_eight_weights():
         acc = None
         for k in range(8):
             w = const((512, 512), seed=k)
-            t = bb.emit(relax.op.multiply(relax.op.tanh(relax.op.matmul(x0, w)), relax.op.sigmoid(relax.op.matmul(x1, w))))
+            t = bb.emit(
+                relax.op.multiply(relax.op.tanh(relax.op.matmul(x0, w)), relax.op.sigmoid(relax.op.matmul(x1, w)))
+            )
             acc = t if acc is None else bb.emit(relax.op.multiply(acc, t))
         return acc
 
@@ -277,7 +293,9 @@ def test_tuned_roofline_tiers_match_the_committed_bandwidth_measurements():
     import json
     from pathlib import Path
 
-    rows = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/bandwidth-llvm.json").read_text())["rows"]
+    rows = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/bandwidth-llvm.json").read_text())[
+        "rows"
+    ]
     machine = cost.MACHINES[("llvm", "tuned")]
     gemvs = [r for r in rows if r["op"] == "Matmul" and r["shapes"][0][0] == 1 and r["bytes"] >= 512 << 10]
     cached = [r["gb_per_s"] for r in gemvs if r["bytes"] <= machine.cache_bytes]
@@ -336,8 +354,14 @@ def test_graph_accuracy_summary_counts_orders_and_ties():
     ga = load_script("graph_accuracy")
 
     def row(model, measured, predicted, reproduced=True, stock_us=100.0, stock_ms=1.0):
-        return {"model": model, "measured_speedup": measured, "roofline_speedup": predicted,
-                "roofline_stock_us": stock_us, "stock_ms": stock_ms, "reproduced": reproduced}
+        return {
+            "model": model,
+            "measured_speedup": measured,
+            "roofline_speedup": predicted,
+            "roofline_stock_us": stock_us,
+            "stock_ms": stock_ms,
+            "reproduced": reproduced,
+        }
 
     rows = [
         row("a", 1.30, 1.10, stock_us=10, stock_ms=0.1),  # right
@@ -367,12 +391,28 @@ def test_training_script_handles_a_one_model_dataset(tmp_path):
         writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         writer.writeheader()
         for s in samples:
-            writer.writerow(dataset_row("llvm", "tuned", 8, "solo", "database", s.workload, s.out_ty,
-                                        s.median_us, s.median_us, s.median_us, 0.0))
+            writer.writerow(
+                dataset_row(
+                    "llvm",
+                    "tuned",
+                    8,
+                    "solo",
+                    "database",
+                    s.workload,
+                    s.out_ty,
+                    s.median_us,
+                    s.median_us,
+                    s.median_us,
+                    0.0,
+                )
+            )
     script = Path(__file__).resolve().parent.parent / "scripts" / "train_cost_model.py"
     out = tmp_path / "model"
-    subprocess.run([sys.executable, str(script), "--dataset", str(dataset), "--out", str(out), "--rounds", "30"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(script), "--dataset", str(dataset), "--out", str(out), "--rounds", "30"],
+        check=True,
+        capture_output=True,
+    )
     model = KernelModel.load(out)
     distinct = len({s.workload.key() for s in samples})
     assert model.metadata["samples"] == distinct and model.metadata["held_out_by_model"] is None
@@ -428,13 +468,23 @@ def test_bulk_featurize_equals_one_item_at_a_time():
         eg = TensorEGraph(g, library.program())
         saturate(eg, library.families, node_limit=20000, iter_limit=30, deadline=time.monotonic() + 60)
         snap = eg.snapshot()
-        items += [(n.op, n.attrs, [snap.ty[k] for k in n.children], snap.ty[c])
-                  for c, nodes in enumerate(snap.classes) for n in nodes if n.op in features.KERNEL_OPS]
+        items += [
+            (n.op, n.attrs, [snap.ty[k] for k in n.children], snap.ty[c])
+            for c, nodes in enumerate(snap.classes)
+            for n in nodes
+            if n.op in features.KERNEL_OPS
+        ]
     t = TensorTy
-    items += [("Matmul", ("",), [t((4, 8), "float32"), None], t((4, 3), "float32")),
-              ("BatchNorm", (1, 1e-5, True, True, 0.1, False), [t((1, 3, 5, 5), "float16")] + [t((3,), "float16")] * 4,
-               (t((1, 3, 5, 5), "float16"), t((3,), "float16"), t((3,), "float16"))),
-              ("Concat", (0,), [t((2,), "float32"), t((3,), "float32")], None)]
+    items += [
+        ("Matmul", ("",), [t((4, 8), "float32"), None], t((4, 3), "float32")),
+        (
+            "BatchNorm",
+            (1, 1e-5, True, True, 0.1, False),
+            [t((1, 3, 5, 5), "float16")] + [t((3,), "float16")] * 4,
+            (t((1, 3, 5, 5), "float16"), t((3,), "float16"), t((3,), "float16")),
+        ),
+        ("Concat", (0,), [t((2,), "float32"), t((3,), "float32")], None),
+    ]
     ops_seen = {i[0] for i in items}
     assert {"Conv2d", "Matmul", "Concat", "MaxPool2d", "LayerNorm", "Softmax"} <= ops_seen
     reference = np.stack([features.features(*i) for i in items])

@@ -42,8 +42,16 @@ def shared_merge_egraph():
         [ENode("Split", (), (5,))],  # 6
         [ENode("Out", (), (3, 4))],  # 7: uses both
     ]
-    costs = {"Input": 0.0, "Const": 0.0, "MatmulA": 10.0, "MatmulB": 10.0, "TGet": 0.01,
-             "Merged": 14.0, "Split": 0.01, "Out": 1.0}
+    costs = {
+        "Input": 0.0,
+        "Const": 0.0,
+        "MatmulA": 10.0,
+        "MatmulB": 10.0,
+        "TGet": 0.01,
+        "Merged": 14.0,
+        "Split": 0.01,
+        "Out": 1.0,
+    }
     return snap_of(classes), [7], cost_by_op(costs)
 
 
@@ -206,11 +214,11 @@ def test_unknown_extractor_is_a_value_error():
 
 # ---- end to end: the merge rules and the extractors on Relax graphs
 
-import tvm_eqsat  # noqa: E402
-from tvm.relax import op as R  # noqa: E402
-from tvm import relax  # noqa: E402
-
 from helpers import assert_close, const, module, relax_ops, tensor  # noqa: E402
+from tvm import relax  # noqa: E402
+from tvm.relax import op as R  # noqa: E402
+
+import tvm_eqsat  # noqa: E402
 
 
 def _qkv():
@@ -295,8 +303,13 @@ def test_ilp_runs_a_whole_chain_in_the_cheaper_layout_with_one_transpose_each_wa
     chosen = [choice[c] for c in _live_classes(choice, roots)]
     convs = [n for n in chosen if n.op == "Conv2d"]
     assert len(convs) == 12 and all(n.attrs[4] == "NHWC" for n in convs)
-    assert sum(n.op == "Permute" and n.children and not snap.is_const[c]
-               for c, n in ((c, choice[c]) for c in _live_classes(choice, roots))) == 2
+    assert (
+        sum(
+            n.op == "Permute" and n.children and not snap.is_const[c]
+            for c, n in ((c, choice[c]) for c in _live_classes(choice, roots))
+        )
+        == 2
+    )
 
 
 def _live_classes(choice, roots):

@@ -18,8 +18,9 @@ def test_two_products_of_one_input_become_one():
     @I.ir_module
     class Before:
         @R.function
-        def main(x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"),
-                 w2: R.Tensor((8, 16), "float32")) -> R.Tensor((4, 16), "float32"):
+        def main(
+            x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"), w2: R.Tensor((8, 16), "float32")
+        ) -> R.Tensor((4, 16), "float32"):
             R.func_attr({"num_input": 1})
             with R.dataflow():
                 a = R.matmul(x, w1)
@@ -31,8 +32,9 @@ def test_two_products_of_one_input_become_one():
     @I.ir_module
     class Expected:
         @R.function
-        def main(x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"),
-                 w2: R.Tensor((8, 16), "float32")) -> R.Tensor((4, 16), "float32"):
+        def main(
+            x: R.Tensor((4, 8), "float32"), w1: R.Tensor((8, 16), "float32"), w2: R.Tensor((8, 16), "float32")
+        ) -> R.Tensor((4, 16), "float32"):
             R.func_attr({"num_input": 1})
             with R.dataflow():
                 lv0 = R.add(w1, w2)

@@ -14,13 +14,12 @@ import time
 import numpy as np
 import pytest
 import tvm
+from helpers import load_script, module, tensor
 from tvm import relax
 
 from tvm_eqsat import harvest, measure, tune, verify
 from tvm_eqsat.graph import TensorTy, graph_from_block
 from tvm_eqsat.workload import Epilogue, Workload
-
-from helpers import load_script, module, tensor
 
 F32 = "float32"
 MATMUL = Workload("Matmul", (F32,), (TensorTy((128, 128), F32), TensorTy((128, 128), F32)))
@@ -32,7 +31,9 @@ CONV = Workload(
 )
 
 
-CLIPPED = Workload(MATMUL.op, MATMUL.attrs, MATMUL.inputs, (Epilogue("Add", (128, 128), (), True), Epilogue("Clip", None, (0.0, 6.0))))
+CLIPPED = Workload(
+    MATMUL.op, MATMUL.attrs, MATMUL.inputs, (Epilogue("Add", (128, 128), (), True), Epilogue("Clip", None, (0.0, 6.0)))
+)
 
 
 def test_workload_json_roundtrip():
@@ -217,17 +218,50 @@ def _free_port() -> int:
 def rpc_tracker():
     """A loopback RPC tracker with two servers, as a user would farm out measurement."""
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port),
-                              "--port-end", str(port + 1)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tvm.exec.rpc_tracker",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--port-end",
+                str(port + 1),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    ]
     try:
         time.sleep(1.0)
         for _ in range(2):
             server_port = _free_port()
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tvm.exec.rpc_server", "--tracker", f"127.0.0.1:{port}", "--key", "test-cpu",
-                 "--host", "127.0.0.1", "--port", str(server_port), "--port-end", str(server_port + 1)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tvm.exec.rpc_server",
+                        "--tracker",
+                        f"127.0.0.1:{port}",
+                        "--key",
+                        "test-cpu",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(server_port),
+                        "--port-end",
+                        str(server_port + 1),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -26,7 +26,7 @@ TARGET_O3 = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 SUITE = list(models.SUITE)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def small(name: str) -> models.Model:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -43,7 +43,7 @@ def run(mod: tvm.IRModule, inputs, target=TARGET) -> list[np.ndarray]:
     return [o.numpy() for o in out]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tvm_outputs(name: str) -> tuple:
     m = small(name)
     return tuple(run(m.mod, m.inputs))
@@ -119,7 +119,7 @@ def _counts(calls) -> dict[str, int]:
     out: dict[str, int] = {}
     lhs: dict = {}
     for c in calls:
-        name = c.op.name[len("relax."):]
+        name = c.op.name[len("relax.") :]
         out[name] = out.get(name, 0) + 1
         if name == "nn.conv2d":
             groups = int(c.attrs.groups)
@@ -142,18 +142,24 @@ EXPECT = {
     "resnet50": {"nn.conv2d": 53, "nn.batch_norm": 53, "nn.max_pool2d": 1},
     "mobilenet-v2": {"nn.conv2d": 52, "depthwise conv2d": 17, "nn.batch_norm": 52, "clip": 35},
     "resnext50": {"nn.conv2d": 53, "conv2d groups=32": 16, "nn.batch_norm": 53, "matmul": 1},
-    "inception-v3": {
-        "nn.conv2d": 94, "nn.batch_norm": 94, "concat": 15, "nn.avg_pool2d": 9, "nn.max_pool2d": 4
-    },
+    "inception-v3": {"nn.conv2d": 94, "nn.batch_norm": 94, "concat": 15, "nn.avg_pool2d": 9, "nn.max_pool2d": 4},
     "squeezenet": {"nn.conv2d": 26, "concat": 8, "nn.max_pool2d": 3, "nn.batch_norm": 0},
     "vgg19": {"nn.conv2d": 16, "matmul": 3, "nn.relu": 18, "nn.max_pool2d": 5, "nn.batch_norm": 0},
     "nasnet-a": {
-        "nn.conv2d": 216, "depthwise conv2d": 90, "add": 90, "concat": 18, "nn.avg_pool2d": 51,
+        "nn.conv2d": 216,
+        "depthwise conv2d": 90,
+        "add": 90,
+        "concat": 18,
+        "nn.avg_pool2d": 51,
         "nn.max_pool2d": 6,
     },
     "nasrnn": {
-        "matmul": 80, "matmuls sharing their input, 8 at a time": 10, "tanh": 40, "sigmoid": 25,
-        "nn.relu": 10, "multiply": 20,
+        "matmul": 80,
+        "matmuls sharing their input, 8 at a time": 10,
+        "tanh": 40,
+        "sigmoid": 25,
+        "nn.relu": 10,
+        "multiply": 20,
     },
     "vit-b16": {"nn.conv2d": 1, "matmul": 97, "nn.softmax": 12, "nn.layer_norm": 25, "nn.gelu": 12},
 }

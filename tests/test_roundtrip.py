@@ -3,13 +3,12 @@
 import numpy as np
 import pytest
 import tvm
+from helpers import assert_close, const, module, native_ops, relax_ops, tensor
 from tvm import relax
 from tvm.relax import op as R
 
 import tvm_eqsat
 from tvm_eqsat import graph
-
-from helpers import assert_close, const, module, native_ops, relax_ops, tensor
 
 
 def _conv_graph():
@@ -19,8 +18,16 @@ def _conv_graph():
     def body(bb, x, w):
         c = bb.emit(R.nn.conv2d(x, w, strides=2, padding=(1, 1, 2, 2), dilation=1, groups=2))
         bn = bb.emit(
-            R.nn.batch_norm(c, const((8,), seed=1), const((8,), seed=2), const((8,), seed=3),
-                            relax.const(np.full(8, 1.5, "float32")), axis=1, epsilon=1e-3, training=False)
+            R.nn.batch_norm(
+                c,
+                const((8,), seed=1),
+                const((8,), seed=2),
+                const((8,), seed=3),
+                relax.const(np.full(8, 1.5, "float32")),
+                axis=1,
+                epsilon=1e-3,
+                training=False,
+            )
         )
         y = bb.emit(R.nn.relu(relax.TupleGetItem(bn, 0)))
         y = bb.emit(R.clip(y, 0.0, 6.0))
@@ -106,12 +113,34 @@ def test_handwritten_graphs_roundtrip(name, through_egraph):
 def test_every_listed_op_is_native():
     """The op list of the foundation issue, all modelled natively by the hand-written graphs."""
     required = {
-        "relax.matmul", "relax.nn.conv2d", "relax.add", "relax.subtract", "relax.multiply",
-        "relax.divide", "relax.nn.relu", "relax.tanh", "relax.sigmoid", "relax.nn.gelu",
-        "relax.nn.silu", "relax.clip", "relax.permute_dims", "relax.reshape", "relax.concat",
-        "relax.split", "relax.strided_slice", "relax.nn.batch_norm", "relax.nn.layer_norm",
-        "relax.nn.softmax", "relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.mean",
-        "relax.broadcast_to", "relax.astype", "relax.expand_dims", "relax.squeeze", "relax.take",
+        "relax.matmul",
+        "relax.nn.conv2d",
+        "relax.add",
+        "relax.subtract",
+        "relax.multiply",
+        "relax.divide",
+        "relax.nn.relu",
+        "relax.tanh",
+        "relax.sigmoid",
+        "relax.nn.gelu",
+        "relax.nn.silu",
+        "relax.clip",
+        "relax.permute_dims",
+        "relax.reshape",
+        "relax.concat",
+        "relax.split",
+        "relax.strided_slice",
+        "relax.nn.batch_norm",
+        "relax.nn.layer_norm",
+        "relax.nn.softmax",
+        "relax.nn.max_pool2d",
+        "relax.nn.avg_pool2d",
+        "relax.mean",
+        "relax.broadcast_to",
+        "relax.astype",
+        "relax.expand_dims",
+        "relax.squeeze",
+        "relax.take",
     }
     seen = set()
     for make in GRAPHS.values():
@@ -205,8 +234,10 @@ def test_constants_bound_as_params():
 
     mod = module([x, w, b], body)
     rng = np.random.default_rng(0)
-    params = {"w": rng.standard_normal((4, 3, 3, 3)).astype("float32"),
-              "b": rng.standard_normal((1, 4, 1, 1)).astype("float32")}
+    params = {
+        "w": rng.standard_normal((4, 3, 3, 3)).astype("float32"),
+        "b": rng.standard_normal((1, 4, 1, 1)).astype("float32"),
+    }
     bound = relax.transform.BindParams("main", params)(mod)
     assert len(bound["main"].params) == 1
     g = graph.graph_from_block(bound["main"].body.blocks[0])

@@ -3,15 +3,13 @@ graph computes the same values through TVM; it does not fire where a guard is fa
 
 import numpy as np
 import pytest
+from helpers import assert_close, const, module, rewritten_variant, tensor
 from tvm import relax
 from tvm.relax import op as R
 
-from tvm_eqsat.rules import load_library
-
 import tvm_eqsat
 from tvm_eqsat import graph
-
-from helpers import assert_close, const, module, rewritten_variant, tensor
+from tvm_eqsat.rules import load_library
 
 
 def _rng(seed):
@@ -267,8 +265,12 @@ def conv2d_enlarge(seed, positive):
     k2 = [a + g for a, g in zip(k1, grow)]
     pad1 = [int(p) for p in rng.integers(0, 2, 4)]  # top, left, bottom, right
     before = [int(rng.integers(0, g + 1)) for g in grow]
-    pad2 = [pad1[0] + before[0] * dil, pad1[1] + before[1] * dil,
-            pad1[2] + (grow[0] - before[0]) * dil, pad1[3] + (grow[1] - before[1]) * dil]
+    pad2 = [
+        pad1[0] + before[0] * dil,
+        pad1[1] + before[1] * dil,
+        pad1[2] + (grow[0] - before[0]) * dil,
+        pad1[3] + (grow[1] - before[1]) * dil,
+    ]
     if not positive:  # the sibling's padding does not cover the kernel difference
         pad2 = list(pad1)
     x = tensor("x", (1, cin, size, size))
@@ -505,8 +507,9 @@ def conv2d_nhwc(seed, positive):
         layouts = {"data_layout": "NHWC", "kernel_layout": "OHWI"}
 
     def body(bb, x):
-        return R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil, groups=groups,
-                                             **layouts)))
+        return R.nn.relu(
+            bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil, groups=groups, **layouts))
+        )
 
     return module([x], body), ["conv2d-nhwc"]
 
@@ -672,13 +675,18 @@ def test_merge_groups_are_the_compatible_kernels_on_one_input():
     """The groups the *-merge-all rules act on: matmuls on one input with constant 2-D
     weights, in graph order, with cumulative split indices; a matmul on a runtime
     weight, or on another input, stays out."""
-    from tvm_eqsat.egraph import merge_groups
+    from tvm_eqsat.merge_groups import merge_groups
 
     x, y, wt = tensor("x", (3, 4)), tensor("y", (3, 4)), tensor("w", (4, 7))
 
     def body(bb, x, y, w):
-        outs = [R.matmul(x, const((4, 2), seed=0)), R.matmul(x, const((4, 3), seed=1)), R.matmul(x, w),
-                R.matmul(x, const((4, 5), seed=2)), R.matmul(y, const((4, 2), seed=3))]
+        outs = [
+            R.matmul(x, const((4, 2), seed=0)),
+            R.matmul(x, const((4, 3), seed=1)),
+            R.matmul(x, w),
+            R.matmul(x, const((4, 5), seed=2)),
+            R.matmul(y, const((4, 2), seed=3)),
+        ]
         return relax.Tuple([bb.emit(o) for o in outs])
 
     g = graph.graph_from_block(module([x, y, wt], body)["main"].body.blocks[0])

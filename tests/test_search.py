@@ -3,6 +3,7 @@
 import time
 
 import pytest
+from helpers import assert_close, const, module, tensor
 from tvm.relax import op as R
 
 import tvm_eqsat
@@ -10,11 +11,9 @@ from tvm_eqsat.cost import make_cost_model
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import graph_from_block
-from tvm_eqsat.rules import load_library
 from tvm_eqsat.mcts import MCTS_PRESETS, mcts_config
+from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import SEARCHES, grow
-
-from helpers import assert_close, const, module, tensor
 
 COST = make_cost_model("roofline", "llvm")
 
@@ -220,13 +219,13 @@ def test_bad_mcts_settings_raise_value_error(overrides):
 def test_query_roots_counts_separate_tensor_terms():
     from tvm_eqsat.rules import query_roots
 
-    assert query_roots("(rewrite (Relu (Relu x)) (Relu x) :name \"r\")") == ["lhs"]
-    two = "(rule ((= e1 (Matmul x w1 od)) (= e2 (Matmul x w2 od)) (const w1)) () :name \"m\")"
+    assert query_roots('(rewrite (Relu (Relu x)) (Relu x) :name "r")') == ["lhs"]
+    two = '(rule ((= e1 (Matmul x w1 od)) (= e2 (Matmul x w2 od)) (const w1)) () :name "m")'
     assert sorted(query_roots(two)) == ["e1", "e2"]
-    nested = "(rule ((= e (Add c1 c2)) (= c1 (Conv2d x w1 s p d g l1 l2 l3 od)) (= c2 (Relu x))) () :name \"n\")"
+    nested = '(rule ((= e (Add c1 c2)) (= c1 (Conv2d x w1 s p d g l1 l2 l3 od)) (= c2 (Relu x))) () :name "n")'
     assert query_roots(nested) == ["e"]
     # a list destructuring and a relation are not tensor terms
-    walk = "(rule ((= e (Relu c)) (concat-walk c l 1 0) (= l (TCons h t))) () :name \"w\")"
+    walk = '(rule ((= e (Relu c)) (concat-walk c l 1 0) (= l (TCons h t))) () :name "w")'
     assert query_roots(walk) == ["e"]
 
 
@@ -279,3 +278,46 @@ def test_family_rollback_keeps_what_fits_and_mcts_still_chooses_better(limit):
 def test_saturate_rollback_is_validated():
     with pytest.raises(ValueError, match="rollback"):
         _grow(merge_module(), "saturate", 100, rollback="everything")
+
+
+def _two_branch_graph(first: str, second: str):
+    """x -> first, y -> second (same sizes whichever op goes where)."""
+    x, y = tensor("x", (4, 8)), tensor("y", (4, 8))
+    ops_by_name = {"relu": R.nn.relu, "sigmoid": R.sigmoid}
+    return _graph(
+        module([x, y], lambda bb, x, y: bb.emit(R.add(bb.emit(ops_by_name[first](x)), bb.emit(ops_by_name[second](y)))))
+    )
+
+
+def test_mcts_states_are_told_apart_by_content_not_table_sizes():
+    from tvm_eqsat.mcts_states import States
+
+    def identity(graph):
+        return States(TensorEGraph(graph, load_library().program()), [], "replay", 10_000).fingerprint()
+
+    (sizes_a, digest_a), _ = identity(_two_branch_graph("relu", "sigmoid"))
+    (sizes_b, digest_b), _ = identity(_two_branch_graph("sigmoid", "relu"))
+    assert sizes_a == sizes_b  # what the sizes alone took for one state
+    assert digest_a != digest_b
+    assert identity(_two_branch_graph("relu", "sigmoid"))[0] == (sizes_a, digest_a)
+
+
+def test_the_content_digest_ignores_how_e_classes_are_numbered():
+    import random
+
+    from tvm_eqsat.egraph import ENode, Snapshot
+
+    eg = TensorEGraph(_graph(merge_module(n_adds=3)), load_library().program())
+    for family in ("merges", "algebra"):
+        eg.run_ruleset(family)
+    snap = eg.snapshot()
+    perm = list(range(len(snap.classes)))
+    random.Random(0).shuffle(perm)
+    renamed = [None] * len(perm)
+    for c, members in enumerate(snap.classes):
+        renamed[perm[c]] = [ENode(n.op, n.attrs, tuple(perm[k] for k in n.children)) for n in reversed(members)]
+    same = Snapshot(renamed, snap.ty, snap.is_const, {nid: perm[c] for nid, c in snap.root_of.items()})
+    assert same.digest() == snap.digest()
+    c = next(c for c, members in enumerate(renamed) if members and members[0].op == "Add")
+    renamed[c] = [ENode("Mul", n.attrs, n.children) if n.op == "Add" else n for n in renamed[c]]
+    assert Snapshot(renamed, snap.ty, snap.is_const, same.root_of).digest() != snap.digest()

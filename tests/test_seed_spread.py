@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import load_script
 
 pytest.importorskip("torch")
@@ -24,12 +23,31 @@ def test_main_writes_one_row_per_seed_and_the_timed_module(tmp_path, monkeypatch
     def fake_one_seed(name, mods, inputs, target, work_dir, trials, seed, repeat, per_kernel):
         # the tuning and timing are tune.tune and timing's (tested there); here: what reaches them
         timed.append((work_dir, seed, trials, script.module_hash(mods["eqsat"])))
-        return {"model": name, "seed": seed, "work_dir": work_dir, "tune_s": 0.0,
-                "stock_ms": 1.0, "eqsat_ms": 1.0 / (1.0 + seed), "speedup": 1.0 + seed}
+        return {
+            "model": name,
+            "seed": seed,
+            "work_dir": work_dir,
+            "tune_s": 0.0,
+            "stock_ms": 1.0,
+            "eqsat_ms": 1.0 / (1.0 + seed),
+            "speedup": 1.0 + seed,
+        }
 
     monkeypatch.setattr(script, "one_seed", fake_one_seed)
-    argv = ["--model", "nasrnn", "--small", "--trials", "2", "--seeds", "3", "5",
-            "--work-root", str(tmp_path / "dbs"), "--out-dir", str(tmp_path)]
+    argv = [
+        "--model",
+        "nasrnn",
+        "--small",
+        "--trials",
+        "2",
+        "--seeds",
+        "3",
+        "5",
+        "--work-root",
+        str(tmp_path / "dbs"),
+        "--out-dir",
+        str(tmp_path),
+    ]
     assert script.main(argv) == 0
     result = json.loads((tmp_path / "seeds-llvm-nasrnn-small-t2.json").read_text())
     assert [(r["seed"], r["speedup"]) for r in result["rows"]] == [(3, 4.0), (5, 6.0)]

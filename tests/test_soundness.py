@@ -5,17 +5,17 @@ import logging
 
 import numpy as np
 import pytest
+from helpers import assert_close, const, load_script, module, native_ops, relax_ops, tensor
 from tvm import relax
 from tvm.relax import op as R
 
 import tvm_eqsat
 from tvm_eqsat import graph, transform
-from tvm_eqsat.egraph import TensorEGraph, typed_constructors
+from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.evaluate import Interpreter, relative_difference
+from tvm_eqsat.language import typed_constructors
 from tvm_eqsat.rules import RuleLibrary, load_library, parse_rules
 from tvm_eqsat.validate import validate
-
-from helpers import assert_close, const, load_script, module, native_ops, relax_ops, tensor
 
 fuzz = load_script("fuzz")
 
@@ -73,8 +73,15 @@ def test_batch_norm_absorbs_only_a_bias_that_keeps_the_shape():
 
     def body(bb, y):
         grown = bb.emit(R.add(y, const((1, 3, 1, 1), seed=1)))  # (1, 1, 5, 5) -> (1, 3, 5, 5)
-        bn = bb.emit(R.nn.batch_norm(grown, *(const((3,), seed=s) for s in (2, 3, 4)),
-                                     relax.const(np.full(3, 2.0, "float32")), axis=1, training=False))
+        bn = bb.emit(
+            R.nn.batch_norm(
+                grown,
+                *(const((3,), seed=s) for s in (2, 3, 4)),
+                relax.const(np.full(3, 2.0, "float32")),
+                axis=1,
+                training=False,
+            )
+        )
         return relax.TupleGetItem(bn, 0)
 
     mod = module([y], body)
@@ -98,21 +105,30 @@ def _relu_block(shape=(2, 3)):
     return module([x], lambda bb, x: R.nn.relu(bb.emit(R.add(x, const(shape)))))
 
 
-@pytest.mark.parametrize("rule, reason", [
-    # unions a (2, 3) class with a (6,) one: egglog refuses the union
-    ('(rule ((= e (Relu x))) ((union e (Reshape x (vec-of 6)))) :name "bad-shape")', "different types"),
-    # a broadcast that no valid program holds: (2, 3) + (7,) (its (2, 7) shape also clashes)
-    ('(rule ((= e (Relu x)) (= d (dtype x))) ((union e (Relu (Add x (Full (vec-of 7) 0.0 d))))) :name "bad-broadcast")',
-     "soundness alarm"),
-    # the same broadcast, not unioned with anything: only the analysis sees it
-    ('(rule ((= e (Relu x)) (= d (dtype x))) ((Add x (Full (vec-of 7) 0.0 d))) :name "bad-broadcast-alone")',
-     "broadcast dimensions differ"),
-    # an add of float32 and float16 values
-    ('(rule ((= e (Relu x))) ((union e (Relu (Add x (Astype x "float16"))))) :name "bad-dtype")', "dtypes differ"),
-    # a reshape that changes the number of elements (shape computed from the attribute)
-    ('(rule ((= e (Relu x))) ((union e (Relu (Reshape (Reshape x (vec-of 7)) (vec-of 2 3))))) :name "bad-numel")',
-     "number of elements"),
-])
+@pytest.mark.parametrize(
+    "rule, reason",
+    [
+        # unions a (2, 3) class with a (6,) one: egglog refuses the union
+        ('(rule ((= e (Relu x))) ((union e (Reshape x (vec-of 6)))) :name "bad-shape")', "different types"),
+        # a broadcast that no valid program holds: (2, 3) + (7,) (its (2, 7) shape also clashes)
+        (
+            '(rule ((= e (Relu x)) (= d (dtype x))) ((union e (Relu (Add x (Full (vec-of 7) 0.0 d))))) :name "bad-broadcast")',
+            "soundness alarm",
+        ),
+        # the same broadcast, not unioned with anything: only the analysis sees it
+        (
+            '(rule ((= e (Relu x)) (= d (dtype x))) ((Add x (Full (vec-of 7) 0.0 d))) :name "bad-broadcast-alone")',
+            "broadcast dimensions differ",
+        ),
+        # an add of float32 and float16 values
+        ('(rule ((= e (Relu x))) ((union e (Relu (Add x (Astype x "float16"))))) :name "bad-dtype")', "dtypes differ"),
+        # a reshape that changes the number of elements (shape computed from the attribute)
+        (
+            '(rule ((= e (Relu x))) ((union e (Relu (Reshape (Reshape x (vec-of 7)) (vec-of 2 3))))) :name "bad-numel")',
+            "number of elements",
+        ),
+    ],
+)
 def test_an_unsound_rule_raises_an_alarm_that_names_it(monkeypatch, caplog, rule, reason):
     _with_rules(monkeypatch, rule)
     mod = _relu_block()
@@ -129,8 +145,11 @@ def test_an_unsound_rule_raises_an_alarm_that_names_it(monkeypatch, caplog, rule
 def test_a_wrong_rule_of_the_right_type_fails_translation_validation(monkeypatch):
     _with_rules(monkeypatch, '(rewrite (Relu x) (Sigmoid x) :name "bad-relu")')
     monkeypatch.setattr(transform, "MIN_GAIN", -1.0)  # take any graph that differs
-    monkeypatch.setattr(transform, "snapshot_node_cost",  # and prefer the wrong form
-                        lambda snap, cost: lambda c, n: 1.0 if n.op == "Sigmoid" else (10.0 if n.children else 0.001))
+    monkeypatch.setattr(
+        transform,
+        "snapshot_node_cost",  # and prefer the wrong form
+        lambda snap, cost: lambda c, n: 1.0 if n.op == "Sigmoid" else (10.0 if n.children else 0.001),
+    )
     mod = _relu_block()
     new, report = tvm_eqsat.optimize(mod, "llvm")
     assert len(report.alarms) == 1 and "translation validation" in report.alarms[0], report.alarms
@@ -142,7 +161,8 @@ def test_validate_compares_outputs():
     mod = _relu_block()
     g = graph.graph_from_block(mod["main"].body.blocks[0])
     wrong = g.with_nodes(
-        [n if n.op != "Relu" else graph.Node("Sigmoid", (), n.inputs, n.ty, n.is_const) for n in g.nodes], g.outputs)
+        [n if n.op != "Relu" else graph.Node("Sigmoid", (), n.inputs, n.ty, n.is_const) for n in g.nodes], g.outputs
+    )
     result = validate(g, wrong)
     assert not result.ok and result.max_rel_diff > 1e-3 and result.failed_output
     assert validate(g, g).ok and validate(g, g).max_rel_diff == 0.0
@@ -201,8 +221,9 @@ def test_opaque_calls_are_random_functions_of_their_inputs():
     pi = Interpreter()
     (out,) = pi.outputs(pg)
     assert out.shape == (1, 2, 3, 3) and pi.tvm_nodes == 1
-    np.testing.assert_allclose(out[..., :2, :2], pi.inputs[0][..., :4, :4]
-                               .reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5)), rtol=1e-5)
+    np.testing.assert_allclose(
+        out[..., :2, :2], pi.inputs[0][..., :4, :4].reshape(1, 2, 2, 2, 2, 2).mean(axis=(3, 5)), rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("size, stride, pad", [(3, 2, 0), (3, 2, 1), (2, 2, 0), (3, 3, 1)])
@@ -260,8 +281,11 @@ def test_weights_are_runtime_inputs_unless_the_user_folds_them():
 
 
 def test_shrinker_keeps_the_failure_and_drops_the_rest():
-    prog = next(p for p in map(fuzz.random_program, range(100))
-                if sum(s.op == "conv2d" for s in p.steps) >= 2 and len(p.steps) > 8)
+    prog = next(
+        p
+        for p in map(fuzz.random_program, range(100))
+        if sum(s.op == "conv2d" for s in p.steps) >= 2 and len(p.steps) > 8
+    )
 
     def fails(p):  # a stand-in bug: any program with a conv2d
         return any(s.op == "conv2d" for s in p.steps)

@@ -4,13 +4,12 @@ import logging
 
 import pytest
 import tvm
+from helpers import module, relax_ops, tensor
 from tvm import relax, tirx
 from tvm.relax import op as R
 
 from tvm_eqsat import optimize, speed_check
 from tvm_eqsat.speed_check import SpeedCheck
-
-from helpers import module, relax_ops, tensor
 
 TARGET = tvm.target.Target("llvm")
 

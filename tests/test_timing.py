@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 import tvm
+from helpers import module, tensor
 from tvm import relax
 
 from tvm_eqsat import timing
 
-from helpers import module, tensor
-
 
 def test_kernel_times_names_each_kernel_and_weighs_them():
     a, b, c = tensor("a", (256, 256)), tensor("b", (256, 256)), tensor("c", (4,))
-    mod = module([a, b, c], lambda bb, a, b, c: relax.Tuple([bb.emit(relax.op.matmul(a, b)), bb.emit(relax.op.add(c, c))]))
+    mod = module(
+        [a, b, c], lambda bb, a, b, c: relax.Tuple([bb.emit(relax.op.matmul(a, b)), bb.emit(relax.op.add(c, c))])
+    )
     target = tvm.target.Target("llvm")
     ex = tvm.compile(mod, target=target, relax_pipeline=relax.get_default_pipeline(target))
     rng = np.random.default_rng(0)

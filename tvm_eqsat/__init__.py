@@ -1,7 +1,7 @@
 """tvm-eqsat: equality-saturation graph rewriting for TVM Relax.
 
-    from tvm_eqsat import EqSatPass
-    mod = EqSatPass("llvm")(mod)
+from tvm_eqsat import EqSatPass
+mod = EqSatPass("llvm")(mod)
 """
 
 import logging

@@ -35,9 +35,15 @@ CANDIDATES = "candidates.json"  # kept with the bundle: what each timed library 
 
 
 def _sample(task, target, n: int, seed: int) -> list:
-    ctx = ms.TuneContext(mod=task.dispatched[0], target=target, space_generator="post-order-apply",
-                         search_strategy="replay-trace", task_name=task.task_name, rand_state=seed,
-                         num_threads=tune.available_cores())
+    ctx = ms.TuneContext(
+        mod=task.dispatched[0],
+        target=target,
+        space_generator="post-order-apply",
+        search_strategy="replay-trace",
+        task_name=task.task_name,
+        rand_state=seed,
+        num_threads=tune.available_cores(),
+    )
     spaces = ctx.generate_design_space()
     strategy = ctx.search_strategy
     strategy.pre_tuning(max_trials=n, num_trials_per_iter=n, design_spaces=spaces, database=None, cost_model=None)
@@ -46,8 +52,16 @@ def _sample(task, target, n: int, seed: int) -> list:
     return candidates
 
 
-def candidate_bundle(mod: tvm.IRModule, target: Any, out_dir: str | os.PathLike, n: int = 16, seed: int = 0,
-                     python_version: str = bundle.DEVICE_PYTHON, number: int = 10, repeat: int = 5) -> Path:
+def candidate_bundle(
+    mod: tvm.IRModule,
+    target: Any,
+    out_dir: str | os.PathLike,
+    n: int = 16,
+    seed: int = 0,
+    python_version: str = bundle.DEVICE_PYTHON,
+    number: int = 10,
+    repeat: int = 5,
+) -> Path:
     """A bundle timing ``n`` sampled schedules of every kernel of ``mod``."""
     target = tune.tuning_target(target)
     tasks = ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), target)
@@ -64,10 +78,26 @@ def candidate_bundle(mod: tvm.IRModule, target: Any, out_dir: str | os.PathLike,
                     continue
                 args = [provenance.plain(a.as_json()) for a in cand.args_info]  # ["TENSOR", dtype, shape]
                 specs = [[a[2], a[1]] for a in args]
-                manifest["entries"].append({"kind": "kernel", "name": name, "file": f"{name}.so", "function": "main",
-                                            "inputs": specs, "number": number, "repeat": repeat})
-                kept.append({"name": name, "task": task.task_name, "workload": tvm.ir.save_json(task.dispatched[0]),
-                             "trace": provenance.plain(cand.sch.trace.as_json()), "args_info": args})
+                manifest["entries"].append(
+                    {
+                        "kind": "kernel",
+                        "name": name,
+                        "file": f"{name}.so",
+                        "function": "main",
+                        "inputs": specs,
+                        "number": number,
+                        "repeat": repeat,
+                    }
+                )
+                kept.append(
+                    {
+                        "name": name,
+                        "task": task.task_name,
+                        "workload": tvm.ir.save_json(task.dispatched[0]),
+                        "trace": provenance.plain(cand.sch.trace.as_json()),
+                        "args_info": args,
+                    }
+                )
     (out / CANDIDATES).write_text(json.dumps({"target": provenance.plain(target.export()), "candidates": kept}))
     log.info("%d candidates of %d kernels", len(kept), len(tasks))
     return bundle.finish_bundle(out, manifest, python_version)
@@ -92,8 +122,11 @@ def record_results(bundle_dir: str | os.PathLike, results: str | os.PathLike, wo
         sch = Schedule(workload_mod)
         Trace.apply_json_to_schedule(cand["trace"], sch)
         record = ms.database.TuningRecord(
-            trace=sch.trace, workload=database.commit_workload(workload_mod), run_secs=[row["median_ms"] / 1e3],
-            target=target, args_info=[ArgInfo.from_json(a) for a in cand["args_info"]],
+            trace=sch.trace,
+            workload=database.commit_workload(workload_mod),
+            run_secs=[row["median_ms"] / 1e3],
+            target=target,
+            args_info=[ArgInfo.from_json(a) for a in cand["args_info"]],
         )
         database.commit_tuning_record(record)
         committed += 1

@@ -103,8 +103,14 @@ def _installed_ffi(dest: Path) -> None:
     shutil.copytree(src, dest / "tvm_ffi", ignore=lambda d, names: {n for n in names if n == "__pycache__"})
 
 
-def build_bundle(entries: list[Entry], target: Any, out_dir: str | os.PathLike,
-                 python_version: str = DEVICE_PYTHON, expected: bool = True, rounds: int = 1) -> Path:
+def build_bundle(
+    entries: list[Entry],
+    target: Any,
+    out_dir: str | os.PathLike,
+    python_version: str = DEVICE_PYTHON,
+    expected: bool = True,
+    rounds: int = 1,
+) -> Path:
     """Compile every entry for ``target`` and write a runtime-only bundle to ``out_dir``.
 
     ``expected``: also run each module here (llvm, whatever the target) and store its
@@ -119,11 +125,18 @@ def build_bundle(entries: list[Entry], target: Any, out_dir: str | os.PathLike,
             stem = e.name.replace("/", "__")
             ex = tune.build(e.mod, tgt, e.database)
             ex.export_library(str(out / f"{stem}.so"))
-            row = {"name": e.name, "file": f"{stem}.so", "inputs": _input_specs(e.mod["main"]),
-                   "number": e.number, "repeat": e.repeat}
+            row = {
+                "name": e.name,
+                "file": f"{stem}.so",
+                "inputs": _input_specs(e.mod["main"]),
+                "number": e.number,
+                "repeat": e.repeat,
+            }
             if expected:
                 rng = np.random.default_rng(0)  # the device run's inputs: the same seed, the same order
-                inputs = [rng.standard_normal(s).astype(d) if "float" in d else np.zeros(s, d) for s, d in row["inputs"]]
+                inputs = [
+                    rng.standard_normal(s).astype(d) if "float" in d else np.zeros(s, d) for s, d in row["inputs"]
+                ]
                 np.save(out / f"{stem}.expected.npy", verify.run(e.mod, inputs)[0])
                 row["expected"] = f"{stem}.expected.npy"
             manifest["entries"].append(row)
@@ -154,8 +167,12 @@ def new_bundle(out_dir: str | os.PathLike, target: tvm.target.Target) -> tuple[P
     if out.exists():
         shutil.rmtree(out)
     (out / "python").mkdir(parents=True)
-    return out, {"target_kind": target.kind.name, "target": str(target), "entries": [],
-                 "built_with": provenance.record()}
+    return out, {
+        "target_kind": target.kind.name,
+        "target": str(target),
+        "entries": [],
+        "built_with": provenance.record(),
+    }
 
 
 def finish_bundle(out: Path, manifest: dict, python_version: str) -> Path:

@@ -43,14 +43,22 @@ def _device(tvm, kind: str):
 
 def _args(tvm, np, specs, dev) -> list:
     rng = np.random.default_rng(0)
-    return [tvm.runtime.tensor(rng.standard_normal(shape).astype(dtype) if "float" in dtype
-                               else np.zeros(shape, dtype), dev) for shape, dtype in specs]
+    return [
+        tvm.runtime.tensor(
+            rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype), dev
+        )
+        for shape, dtype in specs
+    ]
 
 
 def _stats(samples_ms: list[float]) -> dict:
     samples_ms = sorted(samples_ms)
-    return {"median_ms": samples_ms[len(samples_ms) // 2], "p10_ms": samples_ms[len(samples_ms) // 10],
-            "p90_ms": samples_ms[(9 * len(samples_ms)) // 10], "samples": len(samples_ms)}
+    return {
+        "median_ms": samples_ms[len(samples_ms) // 2],
+        "p10_ms": samples_ms[len(samples_ms) // 10],
+        "p90_ms": samples_ms[(9 * len(samples_ms)) // 10],
+        "samples": len(samples_ms),
+    }
 
 
 def prepare(tvm, VirtualMachine, entry: dict, dev, np) -> tuple[dict, object, list]:
@@ -99,9 +107,14 @@ def main() -> None:
             samples[name] += [t * 1e3 for t in timer(*targs).results]
     rows = [{**prepared[name][0], **_stats(samples[name])} for name in names]
     result = {
-        "rows": rows, "failures": failures, "runtime_only": bool(getattr(tvm.base, "_RUNTIME_ONLY", False)),
-        "tvm_file": tvm.__file__, "python": platform.python_version(), "device": str(dev),
-        "rounds": manifest.get("rounds", 1), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "rows": rows,
+        "failures": failures,
+        "runtime_only": bool(getattr(tvm.base, "_RUNTIME_ONLY", False)),
+        "tvm_file": tvm.__file__,
+        "python": platform.python_version(),
+        "device": str(dev),
+        "rounds": manifest.get("rounds", 1),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,14 +13,14 @@ that FuseOps folds into their producer pay only a small epilogue share.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from . import ops
 from .features import KERNEL_OPS, featurize, flops, nbytes
-from .paths import data_dir
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
+from .paths import data_dir
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -48,7 +48,9 @@ MACHINES = {  # (target kind, build flow) -> machine
     # bandwidths of tuned GEMVs (1 x k @ k x n, 8 trials): 47-75 GB/s with 0.1-8 MB of
     # traffic, which stays in L2/L3 from run to run, 27 GB/s at 32 MB
     # (benchmarks/results/bandwidth-llvm.json, scripts/measure_bandwidth.py)
-    ("llvm", "tuned"): Machine(peak_gflops=100.0, bandwidth_gbs=25.0, launch_us=2.0, cache_bytes=16 << 20, cache_gbs=70.0),
+    ("llvm", "tuned"): Machine(
+        peak_gflops=100.0, bandwidth_gbs=25.0, launch_us=2.0, cache_bytes=16 << 20, cache_gbs=70.0
+    ),
     # the same VM, stock untuned loops: a rough single tier (kernels there are costed by
     # the learned default-flow model; this prices views, splits and epilogues)
     ("llvm", "default"): Machine(peak_gflops=100.0, bandwidth_gbs=10.0, launch_us=2.0),
@@ -68,9 +70,7 @@ class RooflineCostModel:
             raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
         self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
 
-    def node_cost(
-        self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool
-    ) -> float:
+    def node_cost(self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool) -> float:
         if is_const or op in (INPUT, CONST, TUPLE_NODE, TGET):
             return EPSILON_US
         m = self.machine
@@ -103,12 +103,7 @@ class LearnedCostModel:
         self._memo: dict[tuple, float] = {}
 
     def _is_kernel(self, op: str, in_tys, out_ty, is_const: bool) -> bool:
-        return (
-            not is_const
-            and op in KERNEL_OPS
-            and out_ty is not None
-            and all(isinstance(t, TensorTy) for t in in_tys)
-        )
+        return not is_const and op in KERNEL_OPS and out_ty is not None and all(isinstance(t, TensorTy) for t in in_tys)
 
     def prepare(self, items: Sequence[tuple]) -> None:
         """Predict many ``node_cost`` argument tuples in one call, filling the memo."""
@@ -125,9 +120,7 @@ class LearnedCostModel:
             costs = self.kernels.predict_us(featurize(list(todo.values())))
             self._memo.update(zip(todo, (float(c) for c in costs)))
 
-    def node_cost(
-        self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool
-    ) -> float:
+    def node_cost(self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool) -> float:
         if not self._is_kernel(op, in_tys, out_ty, is_const):
             base = self.fallback.node_cost(op, attrs, in_tys, out_ty, is_const)
             per_element = self.kernels.per_element_ns.get(op, 0.0)

@@ -16,7 +16,8 @@ random function of its inputs (``Interpreter``).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -395,9 +396,14 @@ def _held(value):
 def _close(a, b) -> bool:
     fa, fb = flatten(a), flatten(b)
     return len(fa) == len(fb) and all(
-        x.shape == y.shape and (np.array_equal(x, y, equal_nan=True) if x.dtype != FLOAT
-                                else np.allclose(x, y, rtol=1e-5, atol=1e-30, equal_nan=True))
-        for x, y in zip(fa, fb))
+        x.shape == y.shape
+        and (
+            np.array_equal(x, y, equal_nan=True)
+            if x.dtype != FLOAT
+            else np.allclose(x, y, rtol=1e-5, atol=1e-30, equal_nan=True)
+        )
+        for x, y in zip(fa, fb)
+    )
 
 
 def flatten(value) -> list[np.ndarray]:

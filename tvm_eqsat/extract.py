@@ -35,7 +35,7 @@ import itertools
 import logging
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -52,6 +52,7 @@ NodeCost = Callable[[int, ENode], float]  # (class id, e-node) -> cost
 # A class computable from leaves through nodes this cheap counts as free: the cost
 # models charge EPSILON_US for what folds at compile time, views and inputs.
 FREE_COST = 10 * EPSILON_US
+
 
 def gc_paused(fn):
     """Run fn with the cyclic garbage collector paused.
@@ -506,7 +507,7 @@ def improve(g: ClassGraph, start: dict[int, int], best: dict[int, float], time_l
         return start
     search = _LocalSearch(g, start, best)
     first, near = search.total, None
-    for rounds in range(1, max_rounds + 1):
+    for rounds in range(1, max_rounds + 1):  # noqa: B007 (logged after the loop)
         search.touched.clear()
         improved = search.switch_sweep(deadline)
         improved |= search.merge_sweep(deadline, near)

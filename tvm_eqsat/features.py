@@ -18,7 +18,7 @@ the model predicts thousands of e-nodes in one call.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,13 +31,29 @@ _MAX_RANK = 6
 
 NAMES: tuple[str, ...] = (
     *(f"op_{name}" for name in KERNEL_OPS),
-    "log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel", "dtype_bytes",
-    "n_inputs", "out_rank",
+    "log_flops",
+    "log_bytes_in",
+    "log_bytes_out",
+    "log_out_numel",
+    "dtype_bytes",
+    "n_inputs",
+    "out_rank",
     *(f"log_out_d{i}" for i in range(_MAX_RANK)),
     *(f"log_in0_d{i}" for i in range(_MAX_RANK)),
-    "log_m", "log_n", "log_k", "log_batch",  # matmul view of the op (conv: implicit GEMM)
-    "kh", "kw", "stride", "dilation", "log_groups", "pad", "depthwise", "channels_last",
-    "reduce_log_len", "last_axis",
+    "log_m",
+    "log_n",
+    "log_k",
+    "log_batch",  # matmul view of the op (conv: implicit GEMM)
+    "kh",
+    "kw",
+    "stride",
+    "dilation",
+    "log_groups",
+    "pad",
+    "depthwise",
+    "channels_last",
+    "reduce_log_len",
+    "last_axis",
 )
 INDEX = {name: i for i, name in enumerate(NAMES)}
 
@@ -49,11 +65,23 @@ INDEX = {name: i for i, name in enumerate(NAMES)}
 # predicted faster than the same conv with 16) and the extractor then picks it.
 # Arithmetic intensity is left out of the features for the same reason: it is
 # flops / bytes, so it rises with the work and lets a tree undo the constraint.
-WORK_FEATURES = frozenset({
-    "log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel",
-    *(f"log_out_d{i}" for i in range(_MAX_RANK)), *(f"log_in0_d{i}" for i in range(_MAX_RANK)),
-    "log_m", "log_n", "log_k", "log_batch", "kh", "kw", "reduce_log_len",
-})
+WORK_FEATURES = frozenset(
+    {
+        "log_flops",
+        "log_bytes_in",
+        "log_bytes_out",
+        "log_out_numel",
+        *(f"log_out_d{i}" for i in range(_MAX_RANK)),
+        *(f"log_in0_d{i}" for i in range(_MAX_RANK)),
+        "log_m",
+        "log_n",
+        "log_k",
+        "log_batch",
+        "kh",
+        "kw",
+        "reduce_log_len",
+    }
+)
 
 
 def _log(x: float) -> float:
@@ -233,21 +261,40 @@ def featurize(items: Sequence[tuple]) -> np.ndarray:
         raw.append((work, sum(info[1] for info in infos), o_bytes, o_numel, *gemm))
         out_dims.append(o_dims)
         in0_dims.append(infos[0][3] if infos else ones)
-        counts.append((INDEX_OP.get(op, -1), len(infos), min(o_rank, _MAX_RANK),
-                       min(infos[0][2], _MAX_RANK) if infos else 0, o_bytes / max(o_numel, 1)))
+        counts.append(
+            (
+                INDEX_OP.get(op, -1),
+                len(infos),
+                min(o_rank, _MAX_RANK),
+                min(infos[0][2], _MAX_RANK) if infos else 0,
+                o_bytes / max(o_numel, 1),
+            )
+        )
         if op == "Conv2d" and len(infos) == 2:
             strides, padding, dilation, groups, data_layout, kernel_layout = attrs[:6]
             w = infos[1][4]
-            conv.append((i, w[kernel_layout.index("H")], w[kernel_layout.index("W")], max(strides), max(dilation),
-                         _log(groups), sum(padding), float(groups == infos[0][4][data_layout.index("C")]
-                                                           and groups > 1), float(data_layout.endswith("C"))))
+            conv.append(
+                (
+                    i,
+                    w[kernel_layout.index("H")],
+                    w[kernel_layout.index("W")],
+                    max(strides),
+                    max(dilation),
+                    _log(groups),
+                    sum(padding),
+                    float(groups == infos[0][4][data_layout.index("C")] and groups > 1),
+                    float(data_layout.endswith("C")),
+                )
+            )
     if not rows:
         return x
     r = np.asarray(rows)
     logs = np.log2(np.maximum(np.asarray(raw, dtype=np.float64), 1.0))
     c = np.asarray(counts, dtype=np.float64)
-    cols = [INDEX[k] for k in ("log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel",
-                               "log_m", "log_n", "log_k", "log_batch")]
+    cols = [
+        INDEX[k]
+        for k in ("log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel", "log_m", "log_n", "log_k", "log_batch")
+    ]
     x[r[:, None], cols] = logs
     x[r, INDEX["n_inputs"]], x[r, INDEX["out_rank"]], x[r, INDEX["dtype_bytes"]] = c[:, 1], c[:, 2], c[:, 4]
     has_op = c[:, 0] >= 0

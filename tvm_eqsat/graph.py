@@ -10,8 +10,9 @@ whose variable leaves are the node's children, so they are rebuilt as they were.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Union
+from typing import Any
 
 import tvm
 from tvm import relax
@@ -41,7 +42,7 @@ class TensorTy:
         return self.numel * dtype_bytes(self.dtype)
 
 
-Ty = Union[TensorTy, tuple]  # a tuple of Ty for tuple-valued nodes
+Ty = TensorTy | tuple  # a tuple of Ty for tuple-valued nodes
 
 
 def dtype_bytes(dtype: str) -> int:
@@ -86,7 +87,7 @@ class TensorGraph:
         self._memo[key] = len(self.nodes) - 1
         return len(self.nodes) - 1
 
-    def with_nodes(self, nodes: list[Node], outputs: list[tuple[Any, int]]) -> "TensorGraph":
+    def with_nodes(self, nodes: list[Node], outputs: list[tuple[Any, int]]) -> TensorGraph:
         """A graph over the same leaf tables with other nodes (an extraction result)."""
         return TensorGraph(nodes, self.inputs, self.constants, self.opaques, outputs)
 
@@ -387,4 +388,3 @@ def module_graphs(mod: tvm.IRModule, fold_weights: bool = False):
                     yield graph_from_block(block, weights)
                 except Unsupported:
                     continue
-

@@ -16,9 +16,10 @@ the candidates tried, so it is a little optimistic next to a fresh
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import tvm

@@ -22,6 +22,7 @@ from .graph import Unsupported, topological_order
 
 log = logging.getLogger("tvm_eqsat")
 
+
 class _IlpNode:
     """One binary of the ILP: an e-node, or a chain of them after collapsing single-use classes."""
 
@@ -145,8 +146,12 @@ def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap):
     h.run()
     status, info, solution = h.getModelStatus(), h.getInfo(), h.getSolution()
     x = np.asarray(solution.col_value) if solution.value_valid else None
-    outcome = {"status": h.modelStatusToString(status), "gap": info.mip_gap, "bound": info.mip_dual_bound,
-               "warm_start": x0 is not None}
+    outcome = {
+        "status": h.modelStatusToString(status),
+        "gap": info.mip_gap,
+        "bound": info.mip_dual_bound,
+        "warm_start": x0 is not None,
+    }
     return x, outcome
 
 

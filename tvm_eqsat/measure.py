@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import tvm
@@ -22,12 +23,11 @@ from tvm import relax
 from . import ops
 from .cost import FLOWS  # the build flows, named once
 from .graph import TensorTy, module_graphs, ty_of
-from .workload import Epilogue, Workload
 from .tune import RPCDevice, build, tune, use_all_cores
 from .verify import random_inputs
+from .workload import Epilogue, Workload
 
 log = logging.getLogger("tvm_eqsat")
-
 
 
 @dataclass
@@ -72,8 +72,15 @@ def workload_module(w: Workload) -> tvm.IRModule:
 # ---------------------------------------------------------------- timing
 
 
-def time_executable(ex, target: tvm.target.Target, args: Sequence[np.ndarray], *, repeat: int = 30,
-                    min_repeat_ms: int = 20, rpc: RPCDevice | None = None) -> Measurement:
+def time_executable(
+    ex,
+    target: tvm.target.Target,
+    args: Sequence[np.ndarray],
+    *,
+    repeat: int = 30,
+    min_repeat_ms: int = 20,
+    rpc: RPCDevice | None = None,
+) -> Measurement:
     """Median and spread of ``main`` over ``repeat`` runs (each at least ``min_repeat_ms``)."""
     device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
     if rpc is None:
@@ -94,8 +101,15 @@ def time_executable(ex, target: tvm.target.Target, args: Sequence[np.ndarray], *
     return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
 
 
-def build_workload(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, work_dir: str | None = None,
-                   rpc: RPCDevice | None = None):
+def build_workload(
+    w: Workload,
+    target: Any,
+    *,
+    flow: str = "tuned",
+    trials: int = 32,
+    work_dir: str | None = None,
+    rpc: RPCDevice | None = None,
+):
     """``w`` compiled by the deployment flow: ``tuned`` is MetaSchedule with ``trials``
     candidates, records kept in ``work_dir`` (so a kernel is tuned once); ``default``
     is the target's stock pipeline (untuned loops on llvm, dlight schedules on CUDA)."""
@@ -110,8 +124,16 @@ def build_workload(w: Workload, target: Any, *, flow: str = "tuned", trials: int
     return build(mod, tgt, None)
 
 
-def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, work_dir: str | None = None,
-            rpc: RPCDevice | None = None, repeat: int = 30) -> Measurement:
+def measure(
+    w: Workload,
+    target: Any,
+    *,
+    flow: str = "tuned",
+    trials: int = 32,
+    work_dir: str | None = None,
+    rpc: RPCDevice | None = None,
+    repeat: int = 30,
+) -> Measurement:
     """Build ``w`` with the deployment flow (see ``build_workload``) and time it."""
     use_all_cores()
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
@@ -122,9 +144,17 @@ def measure(w: Workload, target: Any, *, flow: str = "tuned", trials: int = 32, 
 CALIBRATION_SIZES = (4096, 65536)  # elements: small enough to build fast, far enough apart for a slope
 
 
-def elementwise_ns(target: Any, *, flow: str = "tuned", trials: int = 8, work_dir: str | None = None,
-                   sizes: Sequence[int] = CALIBRATION_SIZES, names: Sequence[str] | None = None,
-                   repeat: int = 30, rpc: RPCDevice | None = None) -> dict[str, float]:
+def elementwise_ns(
+    target: Any,
+    *,
+    flow: str = "tuned",
+    trials: int = 8,
+    work_dir: str | None = None,
+    sizes: Sequence[int] = CALIBRATION_SIZES,
+    names: Sequence[str] | None = None,
+    repeat: int = 30,
+    rpc: RPCDevice | None = None,
+) -> dict[str, float]:
     """Compute cost (ns per output element) of each attribute-free element-wise op
     beyond moving its data: the slope of its latency between two sizes of a ``1 x n``
     float32 tensor (binary ops get two), so the fixed cost of a call cancels, less the
@@ -139,7 +169,9 @@ def elementwise_ns(target: Any, *, flow: str = "tuned", trials: int = 8, work_di
         times = []
         for n in (small, large):
             w = Workload(name, (), (TensorTy((1, n), "float32"),) * spec.n_inputs)
-            times.append(measure(w, target, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc, repeat=repeat).median_us)
+            times.append(
+                measure(w, target, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc, repeat=repeat).median_us
+            )
         slope[name] = (times[1] - times[0]) * 1e3 / (large - small)
     return {name: max(0.0, slope[name] - slope["Relu"]) for name in names}
 
@@ -160,7 +192,9 @@ def nvcc_compile(ex, target: Any) -> int:
         stack.extend(m.imports)
         if m.kind == "cuda":
             with tgt:
-                total += len(nvcc.compile_cuda(m.inspect_source("cuda"), target_format="fatbin", arch=arch, compiler="nvcc"))
+                total += len(
+                    nvcc.compile_cuda(m.inspect_source("cuda"), target_format="fatbin", arch=arch, compiler="nvcc")
+                )
     return total
 
 

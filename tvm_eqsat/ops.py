@@ -8,8 +8,9 @@ the Relax call back.  Any call not in this table becomes an opaque node.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import tvm
 from tvm import relax
@@ -306,9 +307,7 @@ def _build_plain(path: str):
 
 def _build_conv2d(xs, a):
     strides, padding, dilation, groups, dl, kl, ol, out_dtype = a
-    return relax.op.nn.conv2d(
-        xs[0], xs[1], strides, padding, dilation, groups, dl, kl, ol, out_dtype or None
-    )
+    return relax.op.nn.conv2d(xs[0], xs[1], strides, padding, dilation, groups, dl, kl, ol, out_dtype or None)
 
 
 def _build_pool(path: str):

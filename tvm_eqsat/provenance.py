@@ -16,8 +16,17 @@ from pathlib import Path
 
 from .paths import data_dir
 
-DISTRIBUTIONS = ("apache-tvm", "apache-tvm-ffi", "egglog", "numpy", "scipy", "highspy", "xgboost", "torch",
-                 "transformers")
+DISTRIBUTIONS = (
+    "apache-tvm",
+    "apache-tvm-ffi",
+    "egglog",
+    "numpy",
+    "scipy",
+    "highspy",
+    "xgboost",
+    "torch",
+    "transformers",
+)
 
 
 def cpu_name() -> str:
@@ -39,8 +48,11 @@ def version(dist: str) -> str:
 def machine() -> dict:
     """The machine, as the results depend on it."""
     return {
-        "machine": cpu_name(), "cpus": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": cpu_name(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -65,6 +77,7 @@ def source_state() -> dict:
     root = Path(__file__).resolve().parent.parent
     state = {"sources_sha256": sources_hash()}
     try:
+
         def git(*cmd: str) -> str:
             return subprocess.run(["git", *cmd], cwd=root, capture_output=True, text=True, timeout=30).stdout.strip()
 

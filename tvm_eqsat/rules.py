@@ -14,11 +14,11 @@ stop the multi-pattern rules after a number of rounds (TENSAT's ``k_multi``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
-from .egraph import signatures
+from .language import signatures
 from .paths import data_dir
 
 RULE_FORMS = ("rewrite", "birewrite", "rule")
@@ -88,11 +88,14 @@ class RuleLibrary:
     def in_ruleset(self, ruleset: str) -> list[Rule]:
         """The rules a ruleset runs: a family, its single or multi part, or one rule."""
         family, _, part = ruleset.partition(".")
-        return [r for r in self.rules
-                if ruleset == rule_set(r.name)
-                or (r.family == family and (not part or part == ("multi" if r.multi else "single")))]
+        return [
+            r
+            for r in self.rules
+            if ruleset == rule_set(r.name)
+            or (r.family == family and (not part or part == ("multi" if r.multi else "single")))
+        ]
 
-    def select(self, names: Iterable[str]) -> "RuleLibrary":
+    def select(self, names: Iterable[str]) -> RuleLibrary:
         """Only the named families or rules."""
         wanted = set(names)
         known = {r.name for r in self.rules} | set(self.families)

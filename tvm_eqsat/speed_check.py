@@ -64,9 +64,18 @@ def _build(mod: tvm.IRModule, target: tvm.target.Target, flow: str, tune_dir: st
     return tune.build(mod, target, None)
 
 
-def check(before: tvm.IRModule, after: tvm.IRModule, target: tvm.target.Target, flow: str, *,
-          tune_dir: str | None = None, trials: int = 16, rounds: int = ROUNDS, min_ms: float = MIN_MS,
-          margin: float = SPEED_MARGIN) -> SpeedCheck:
+def check(
+    before: tvm.IRModule,
+    after: tvm.IRModule,
+    target: tvm.target.Target,
+    flow: str,
+    *,
+    tune_dir: str | None = None,
+    trials: int = 16,
+    rounds: int = ROUNDS,
+    min_ms: float = MIN_MS,
+    margin: float = SPEED_MARGIN,
+) -> SpeedCheck:
     """Time ``before`` and ``after`` (their ``main``, on random inputs) as ``flow`` builds
     them; ``kept`` says whether ``after`` is worth it.  A check that cannot run (no
     ``main``, symbolic shapes, no device, a failed build) keeps the rewrite and says why."""

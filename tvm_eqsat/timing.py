@@ -7,7 +7,8 @@ two builds differ."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import tvm
@@ -52,8 +53,9 @@ def time_interleaved(samplers: dict[str, Callable[[], float]], repeat: int) -> d
     return out
 
 
-def kernel_times(executables: dict[str, Any], dev, inputs: list[np.ndarray], rounds: int = 5,
-                 runs: int = 10) -> dict[str, dict[str, float]]:
+def kernel_times(
+    executables: dict[str, Any], dev, inputs: list[np.ndarray], rounds: int = 5, runs: int = 10
+) -> dict[str, dict[str, float]]:
     """Per executable, the microseconds per run of ``main`` spent in each function the VM
     calls (kernels and builtins), from the VM's call instrumentation: per round, the median
     call time times the calls per run; the median over ``rounds`` rounds that alternate

@@ -20,13 +20,21 @@ from tvm import relax
 
 from . import cost as cost_mod
 from .alarms import diagnose
+from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
-from .graph import TensorGraph, Unsupported, block_from_graph, graph_from_block, module_graphs, skip_reason, weight_params
-from .describe import census
+from .graph import (
+    TensorGraph,
+    Unsupported,
+    block_from_graph,
+    graph_from_block,
+    module_graphs,
+    skip_reason,
+    weight_params,
+)
+from .mcts import MCTS_PRESETS
 from .report import FunctionReport, Report
 from .rules import RuleLibrary, load_library
-from .mcts import MCTS_PRESETS
 from .search import SEARCHES, grow
 from .validate import suspects, validate
 
@@ -49,13 +57,17 @@ class Options:
     iter_limit: int = 30
     multi_limit: int | None = None  # saturation iterations that run multi-pattern rules (TENSAT's k_multi); None: all
     seed: int = 0
-    rules: tuple[str, ...] | None = None  # rule families or rule names; None = all (less NEEDS_LAYOUT_COSTS where the cost model cannot price layouts)
+    rules: tuple[str, ...] | None = (
+        None  # rule families or rule names; None = all (less NEEDS_LAYOUT_COSTS where the cost model cannot price layouts)
+    )
     mcts_preset: str = "default"  # search="mcts" budgets: "fast", "default", "thorough"
     speed_check: bool = False  # build and time the module before and after; keep the rewrite only if faster
     tune_dir: str | None = None  # speed check with flow="tuned": the MetaSchedule database (None: a cache dir)
     tune_trials: int = 16  # speed check with flow="tuned": MetaSchedule trials per kernel
     validate: bool = True  # check every rewritten block against the original on random inputs
-    fold_weights: bool = False  # parameters after num_input are transformed once (LiftTransformParams): weight-only work is free
+    fold_weights: bool = (
+        False  # parameters after num_input are transformed once (LiftTransformParams): weight-only work is free
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -198,11 +210,13 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     report.eclasses += len(snap.classes)
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
     if hasattr(ctx.cost, "prepare"):  # one batched prediction for every e-node
-        ctx.cost.prepare([
-            (n.op, n.attrs, [snap.ty[k] for k in n.children], snap.ty[c], snap.is_const[c])
-            for c, nodes in enumerate(snap.classes)
-            for n in nodes
-        ])
+        ctx.cost.prepare(
+            [
+                (n.op, n.attrs, [snap.ty[k] for k in n.children], snap.ty[c], snap.is_const[c])
+                for c, nodes in enumerate(snap.classes)
+                for n in nodes
+            ]
+        )
     # the ILP may use what growth left, less a margin for its own overshoot and the rebuild
     budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
     choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor, budget)
@@ -222,8 +236,9 @@ class RewriteRejected(Exception):
     """A rewritten block failed translation validation (a rule is wrong)."""
 
 
-def _validate(graph: TensorGraph, new_graph: TensorGraph, ctx: _Context, report: FunctionReport,
-              rules_applied: dict[str, int]) -> None:
+def _validate(
+    graph: TensorGraph, new_graph: TensorGraph, ctx: _Context, report: FunctionReport, rules_applied: dict[str, int]
+) -> None:
     """Raise RewriteRejected unless ``new_graph`` computes what ``graph`` computes."""
     result = validate(graph, new_graph, seed=ctx.opts.seed)
     report.add_seconds("validate", result.seconds)
@@ -271,8 +286,10 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
                 changed = True
             report.cost_before += before  # only now: a failed rebuild counts no gain
             report.cost_after += after  # equals before when the block stays
-            for total, counts in ((report.census_before, census(graph)),
-                                  (report.census_after, census(graph if new_graph is None else new_graph))):
+            for total, counts in (
+                (report.census_before, census(graph)),
+                (report.census_after, census(graph if new_graph is None else new_graph)),
+            ):
                 for key, n in counts.items():
                     total[key] = total.get(key, 0) + n
         except SoundnessAlarm as alarm:  # a rule is unsound: never a skipped block in silence
@@ -299,8 +316,9 @@ def _alarm(report: FunctionReport, where: str, message: str, exc_info: bool = Fa
     log.warning("%s left unchanged: %s", where, message, exc_info=exc_info)
 
 
-def predicted_cost(mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline", flow: str = "tuned",
-                   fold_weights: bool = False) -> float:
+def predicted_cost(
+    mod: tvm.IRModule, target: Any = None, cost_model: str = "roofline", flow: str = "tuned", fold_weights: bool = False
+) -> float:
     """A module's predicted cost (microseconds): every dataflow block the pass can read,
     each shared node once, under ``cost_model`` for ``target`` (what the report's
     ``cost_before``/``cost_after`` measure).  Blocks it cannot read count nothing."""
@@ -367,8 +385,9 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
     return new_mod, report
 
 
-def _speed_checked(mod: tvm.IRModule, new_mod: tvm.IRModule, target: tvm.target.Target, opts: Options,
-                   report: Report) -> tvm.IRModule:
+def _speed_checked(
+    mod: tvm.IRModule, new_mod: tvm.IRModule, target: tvm.target.Target, opts: Options, report: Report
+) -> tvm.IRModule:
     """``new_mod`` if the measured speed check keeps it, else ``mod`` (``speed_check``)."""
     from . import speed_check  # imports MetaSchedule: only when a speed check runs
 
@@ -432,9 +451,7 @@ def roundtrip(mod: tvm.IRModule, through_egraph: bool = True) -> tvm.IRModule:
         if skip_reason(func) is not None:
             continue
         blocks = [
-            block_from_graph(graph_from_block(b)) if isinstance(b, relax.DataflowBlock) else b
-            for b in func.body.blocks
+            block_from_graph(graph_from_block(b)) if isinstance(b, relax.DataflowBlock) else b for b in func.body.blocks
         ]
         new_mod[gv] = _with_blocks(func, blocks)
     return new_mod
-

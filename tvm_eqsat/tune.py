@@ -29,12 +29,12 @@ import numpy as np
 import tvm
 import tvm_ffi
 from tvm import relax
+from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
 from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
 from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
-from tvm.ir.utils import derived_object
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -206,7 +206,9 @@ class InProcessRunner(PyRunner):
                 futures.append(LocalRunnerFuture(res=self._time(inp), error_message=None))
             except Exception as err:  # a candidate that fails to run is a tuning result
                 log.debug("candidate failed to run: %s", err)
-                futures.append(LocalRunnerFuture(res=None, error_message=f"InProcessRunner: {type(err).__name__}: {err}"))
+                futures.append(
+                    LocalRunnerFuture(res=None, error_message=f"InProcessRunner: {type(err).__name__}: {err}")
+                )
         return futures
 
     def _time(self, inp) -> list[float]:
@@ -303,8 +305,9 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike) -> i
         if dst.has_workload(mod) and tuned_records(dst, mod):
             continue
         workload = dst.commit_workload(mod)
-        dst.commit_tuning_record(ms.database.TuningRecord(
-            record.trace, workload, record.run_secs, record.target, record.args_info))
+        dst.commit_tuning_record(
+            ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
+        )
         copied += 1
     budgets = _read_budgets(work_dir)
     for key, trials in _read_budgets(seed).items():
@@ -388,8 +391,7 @@ def tune(
     tasks = ms.relax_integration.extract_tasks(fused, target)
     budgets = _read_budgets(work_dir)
     todo = [
-        t for t in tasks
-        if budgets.get(_task_key(t), 0) < trials and _tuned_trials(database, t.dispatched[0]) < trials
+        t for t in tasks if budgets.get(_task_key(t), 0) < trials and _tuned_trials(database, t.dispatched[0]) < trials
     ]
     log.info("tuning %d of %d kernels, %d trials each", len(todo), len(tasks), trials)
     if not todo:
@@ -401,8 +403,9 @@ def tune(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=trials * len(todo), desc=f"tuning {len(todo)} kernels", unit="trial", file=sys.stderr,
-                   leave=False)
+        bar = tqdm(
+            total=trials * len(todo), desc=f"tuning {len(todo)} kernels", unit="trial", file=sys.stderr, leave=False
+        )
         callbacks = [*callbacks, _Progress(bar)]
     try:
         ms.tune_tasks(

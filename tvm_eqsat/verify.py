@@ -79,7 +79,9 @@ def compare(a: tvm.IRModule, b: tvm.IRModule, func: str = "main", seed: int = 0)
     return Comparison(max_abs, max_rel, len(ra))
 
 
-def assert_equivalent(a: tvm.IRModule, b: tvm.IRModule, func: str = "main", rtol: float = 1e-5, seed: int = 0) -> Comparison:
+def assert_equivalent(
+    a: tvm.IRModule, b: tvm.IRModule, func: str = "main", rtol: float = 1e-5, seed: int = 0
+) -> Comparison:
     cmp = compare(a, b, func, seed)
     if cmp.max_rel_diff > rtol:
         raise AssertionError(f"modules differ: max relative diff {cmp.max_rel_diff:.3g} (abs {cmp.max_abs_diff:.3g})")

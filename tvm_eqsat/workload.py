@@ -33,7 +33,7 @@ class Epilogue:
         return out
 
     @staticmethod
-    def from_json(d: list) -> "Epilogue":
+    def from_json(d: list) -> Epilogue:
         op, operand, *rest = d
         return Epilogue(
             op,
@@ -65,7 +65,7 @@ class Workload:
         }
 
     @staticmethod
-    def from_json(d: dict) -> "Workload":
+    def from_json(d: dict) -> Workload:
         return Workload(
             d["op"],
             _hashable(d["attrs"]),

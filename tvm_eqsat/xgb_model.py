@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -35,7 +35,18 @@ ROUNDS = 600
 
 
 DATASET_FIELDS = [
-    "target", "flow", "trials", "model", "source", "op", "key", "out_ty", "median_us", "p10_us", "p90_us", "seconds",
+    "target",
+    "flow",
+    "trials",
+    "model",
+    "source",
+    "op",
+    "key",
+    "out_ty",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "seconds",
 ]
 
 
@@ -46,13 +57,32 @@ def ty_json(ty) -> list:
     return [ty_json(t) for t in ty]
 
 
-def dataset_row(target: str, flow: str, trials: int, model: str, source: str, w: Workload, out_ty,
-                median_us: float, p10_us: float, p90_us: float, seconds: float) -> dict:
+def dataset_row(
+    target: str,
+    flow: str,
+    trials: int,
+    model: str,
+    source: str,
+    w: Workload,
+    out_ty,
+    median_us: float,
+    p10_us: float,
+    p90_us: float,
+    seconds: float,
+) -> dict:
     """One CSV row of the kernel dataset (``collect_kernels.py``, ``train_cost_model.py --from-database``)."""
     return {
-        "target": target, "flow": flow, "trials": trials, "model": model, "source": source,
-        "op": w.op, "key": w.key(), "out_ty": json.dumps(ty_json(out_ty)),
-        "median_us": f"{median_us:.3f}", "p10_us": f"{p10_us:.3f}", "p90_us": f"{p90_us:.3f}",
+        "target": target,
+        "flow": flow,
+        "trials": trials,
+        "model": model,
+        "source": source,
+        "op": w.op,
+        "key": w.key(),
+        "out_ty": json.dumps(ty_json(out_ty)),
+        "median_us": f"{median_us:.3f}",
+        "p10_us": f"{p10_us:.3f}",
+        "p90_us": f"{p90_us:.3f}",
         "seconds": f"{seconds:.1f}",
     }
 
@@ -77,7 +107,7 @@ def bare_key(op: str, attrs: tuple, in_tys) -> str:
     return Workload(op, attrs, tuple(in_tys)).key()
 
 
-def measured_table(samples: Sequence["Sample"]) -> dict[str, float]:
+def measured_table(samples: Sequence[Sample]) -> dict[str, float]:
     """Bare kernel -> its measurement: the median of its rows measured bare where there
     are any (exact), else of its rows with their epilogues taken off (``Sample.kernel_us``,
     the quantity the booster learns; the calibration misses what each fused op costs
@@ -112,8 +142,9 @@ def _ty(value):
     return tuple(_ty(v) for v in value)
 
 
-def load_dataset(path: str | Path, flow: str | None = None,
-                 per_element_ns: dict[str, float] | None = None) -> list[Sample]:
+def load_dataset(
+    path: str | Path, flow: str | None = None, per_element_ns: dict[str, float] | None = None
+) -> list[Sample]:
     """Rows of a ``collect_kernels.py`` CSV (the last measurement of each workload wins);
     ``per_element_ns`` (default: the ``elementwise.json`` beside the CSV) prices their epilogues."""
     if per_element_ns is None:
@@ -126,7 +157,11 @@ def load_dataset(path: str | Path, flow: str | None = None,
             median = float(row["median_us"])
             w, out_ty = Workload.from_json(json.loads(row["key"])), _ty(json.loads(row["out_ty"]))
             by_key[row["key"]] = Sample(
-                row["model"], row["source"], w, out_ty, median,
+                row["model"],
+                row["source"],
+                w,
+                out_ty,
+                median,
                 (float(row["p90_us"]) - float(row["p10_us"])) / max(median, 1e-9),
                 epilogue_us(w, out_ty, per_element_ns),
             )
@@ -167,8 +202,9 @@ class KernelModel:
     ``elementwise`` is the calibration document of ``measure.elementwise_ns`` (its
     ``ns_per_element`` prices element-wise nodes; empty: they cost what the roofline says)."""
 
-    def __init__(self, booster, metadata: dict, measured: dict[str, float] | None = None,
-                 elementwise: dict | None = None) -> None:
+    def __init__(
+        self, booster, metadata: dict, measured: dict[str, float] | None = None, elementwise: dict | None = None
+    ) -> None:
         self.booster = booster
         self.metadata = metadata
         self.measured = dict(measured or {})
@@ -179,7 +215,7 @@ class KernelModel:
         return self.elementwise.get("ns_per_element", {})
 
     @staticmethod
-    def load(directory: str | Path) -> "KernelModel":
+    def load(directory: str | Path) -> KernelModel:
         import xgboost as xgb
 
         directory = Path(directory)
