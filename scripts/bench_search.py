@@ -67,12 +67,16 @@ TOL = 1e-6  # relative: costs closer than this are equal
 
 
 def parse_variant(spec: str) -> tuple[str, dict]:
-    """``saturate`` or ``mcts:<preset>[:key=value,...]`` -> (search, grow keyword arguments)."""
+    """``saturate`` (an overshooting iteration is rolled back whole, the pass's default),
+    ``saturate:family`` (only the family that overshot is rolled back) or
+    ``mcts:<preset>[:key=value,...]`` -> (search, grow keyword arguments)."""
     if spec == "saturate":
         return "saturate", {}
+    if spec == "saturate:family":
+        return "saturate", {"rollback": "family"}
     parts = spec.split(":")
     if parts[0] != "mcts" or len(parts) not in (2, 3):
-        raise SystemExit(f"bad variant {spec!r}: saturate or mcts:<preset>[:key=value,...]")
+        raise SystemExit(f"bad variant {spec!r}: saturate, saturate:family or mcts:<preset>[:key=value,...]")
     kwargs: dict = {"mcts_preset": parts[1]}
     if len(parts) == 3:
         for item in parts[2].split(","):
@@ -309,14 +313,14 @@ def compress(actions: str) -> str:
     return " | ".join(out)
 
 
-def summarise(rows: list[dict], variants: list[str]) -> tuple[list[dict], dict]:
-    """One line per (scale, model, limit rule): saturation against each MCTS variant."""
+def summarise(rows: list[dict], variants: list[str], baseline: str = "saturate") -> tuple[list[dict], dict]:
+    """One line per (scale, model, limit rule): the baseline search against each other variant."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["scale"], r["model"], r["limit_rule"]), []).append(r)
-    lines, verdicts = [], {v: Counter() for v in variants if v != "saturate"}
+    lines, verdicts = [], {v: Counter() for v in variants if v != baseline}
     for (scale, model, rule), rs in groups.items():
-        sat = [r for r in rs if r["search"] == "saturate"]
+        sat = [r for r in rs if r["search"] == baseline]
         if not sat:
             continue
         sat_cost = sat[0]["cost_after_us"]
@@ -365,13 +369,14 @@ def markdown(lines, verdicts, state_rows, pass_rows, pushpop_rows, sidecar) -> s
         "`half`/`quarter`: node limit = initial + (saturated - initial) / 2 (or / 4).",
         "",
     ]
+    base = sidecar.get("baseline", "saturate")
     for v, counts in verdicts.items():
-        out.append(f"**{v}** vs saturation over all rows: " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())))
+        out.append(f"**{v}** vs {base} over all rows: " + ", ".join(f"{k}: {n}" for k, n in sorted(counts.items())))
         out.append("")
     variants = list(verdicts)[:2]
-    head = ["scale", "model", "limit", "e-nodes init/sat", "cost before", "saturate cost", "sat s"]
+    head = ["scale", "model", "limit", "e-nodes init/sat", "cost before", f"{base} cost", f"{base} s"]
     for v in variants:
-        head += [f"{v} cost (mean ± spread)", f"{v} s (median [min-max])", "vs sat"]
+        head += [f"{v} cost (mean ± spread)", f"{v} s (median [min-max])", f"vs {base}"]
     head += [f"{variants[0]} actions (seed 0)" if variants else "actions"]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
@@ -398,9 +403,9 @@ def markdown(lines, verdicts, state_rows, pass_rows, pushpop_rows, sidecar) -> s
     others = list(verdicts)[2:]
     if others:
         out += ["", "## Other variants", ""]
-        head = ["scale", "model", "limit", "saturate cost", "sat s"]
+        head = ["scale", "model", "limit", f"{base} cost", f"{base} s"]
         for v in others:
-            head += [f"{v} cost (mean ± spread)", f"{v} s (median [min-max])", "vs sat"]
+            head += [f"{v} cost (mean ± spread)", f"{v} s (median [min-max])", f"vs {base}"]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
         for ln in lines:
@@ -482,8 +487,14 @@ def main(argv=None) -> None:
     parser.add_argument("--full", nargs="*", default=None, help="full-size models too (no names: all of FULL)")
     parser.add_argument(
         "--variants", nargs="+",
-        default=["saturate", "mcts:fast", "mcts:default", "mcts:thorough", "mcts:default:rollout=random,warm_start=false"],
-        help="saturate, mcts:<preset>[:key=value,...] (MctsConfig fields)",
+        default=["saturate:family", "saturate", "mcts:fast", "mcts:default", "mcts:thorough",
+                 "mcts:default:rollout=random,warm_start=false"],
+        help="saturate, saturate:family, mcts:<preset>[:key=value,...] (MctsConfig fields)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline", default="saturate:family",
+        help="the variant the others are judged against: saturation that rolls back only the family that "
+        "overshot the node limit keeps what fits (the whole-iteration rollback can keep nothing)",
     )  # fmt: skip
     parser.add_argument("--limits", nargs="+", default=[str(DEFAULT_LIMIT), "half", "quarter"])
     parser.add_argument("--seeds", type=int, default=3)
@@ -562,7 +573,9 @@ def main(argv=None) -> None:
                 writer = csv.DictWriter(f, fieldnames=fields)
                 writer.writeheader()
                 writer.writerows(data)
-    lines, verdicts = summarise(rows, args.variants)
+    if args.baseline not in args.variants:
+        parser.error(f"--baseline {args.baseline} is not among --variants")
+    lines, verdicts = summarise(rows, args.variants, args.baseline)
     sidecar = {
         **provenance.record(),
         "load_average_at_start": load_start,
@@ -571,6 +584,7 @@ def main(argv=None) -> None:
         "rule_families": dict(sorted(Counter(r.family for r in library.rules).items())),
         "presets": {k: asdict(v) for k, v in MCTS_PRESETS.items()},
         "variants": args.variants,
+        "baseline": args.baseline,
         "limits": args.limits,
         "seeds": args.seeds,
         "saturate_repeats": args.repeat,

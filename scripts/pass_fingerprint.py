@@ -1,13 +1,14 @@
 """What the pass returns on the benchmark models, as fingerprints: a refactor's proof.
 
-For each model, flow and search, runs the pass (ILP extraction, node and iteration
-limits, a time limit far above what any model needs, so the result does not depend on
-the machine's speed) and records the predicted costs before and after, the rules that
+For each model, flow and search, runs the pass (ILP extraction by default, node and
+iteration limits, a time limit far above what a small model needs, so the result does
+not depend on the machine's speed) and records the predicted costs before and after, the rules that
 fired and the structural hash of the module it returned.  Two runs compared with
 ``--compare`` say whether a change altered anything the pass decides.
 
     python scripts/pass_fingerprint.py --small --out /tmp/before.json
     python scripts/pass_fingerprint.py --small --out /tmp/after.json --compare /tmp/before.json
+    python scripts/pass_fingerprint.py --extractor dag_greedy --configs tuned/saturate default/saturate --out F
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from tvm_eqsat import models, provenance
 CONFIGS = (("tuned", "saturate"), ("default", "saturate"), ("tuned", "mcts"), ("default", "mcts"))
 
 
-def fingerprint(model: models.Model, flow: str, search: str, time_limit_s: float) -> dict:
+def fingerprint(model: models.Model, flow: str, search: str, time_limit_s: float, extractor: str = "ilp") -> dict:
     """The pass's decisions on one model, without timings."""
-    new_mod, report = tvm_eqsat.optimize(model.mod, "llvm", flow=flow, search=search, time_limit_s=time_limit_s)
+    new_mod, report = tvm_eqsat.optimize(
+        model.mod, "llvm", flow=flow, search=search, time_limit_s=time_limit_s, extractor=extractor
+    )
     functions = {
         f.name: {
             "changed": f.changed,
@@ -72,6 +75,11 @@ def main() -> int:
         help="flow/search pairs (default: both flows, saturation and MCTS)",
     )
     ap.add_argument("--time-limit", type=float, default=3600.0)
+    ap.add_argument(
+        "--extractor",
+        default="ilp",
+        help="ilp (the default); dag_greedy for models whose ILP would not finish by proof",
+    )
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", help="an earlier run's JSON: exit 1 if any decision differs")
     args = ap.parse_args()
@@ -83,10 +91,10 @@ def main() -> int:
         for config in args.configs:
             flow, search = config.split("/")
             start = time.perf_counter()
-            runs[f"{name}/{config}"] = fp = fingerprint(model, flow, search, args.time_limit)
+            runs[f"{name}/{config}"] = fp = fingerprint(model, flow, search, args.time_limit, args.extractor)
             fp["seconds"] = round(time.perf_counter() - start, 2)
             print(f"{name:14s} {config:18s} {fp['module_hash']:>22s} {fp['seconds']:7.1f} s", flush=True)
-    out = {"provenance": provenance.record(), "small": args.small, "runs": runs}
+    out = {"provenance": provenance.record(), "small": args.small, "extractor": args.extractor, "runs": runs}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
     if args.compare:

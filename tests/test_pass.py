@@ -292,3 +292,19 @@ def test_census_words():
         "2 transposes added at layout boundaries",
     ]
     assert describe(after, after) == []
+
+
+def test_importing_the_pass_loads_no_tuning_code_beyond_what_tvm_does():
+    """``import tvm`` itself loads MetaSchedule (tvm.s_tir); the pass adds none of it,
+    and none of our tuning or measuring modules, until a speed check runs."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, tvm; before = set(sys.modules); import tvm_eqsat; "
+        "new = set(sys.modules) - before; "
+        "print(sorted(m for m in new if 'meta_schedule' in m or m in "
+        "('tvm_eqsat.tune', 'tvm_eqsat.measure', 'tvm_eqsat.timing', 'tvm_eqsat.models')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
