@@ -27,11 +27,14 @@ from tvm_eqsat import models, provenance
 CONFIGS = (("tuned", "saturate"), ("default", "saturate"), ("tuned", "mcts"), ("default", "mcts"))
 
 
-def fingerprint(model: models.Model, flow: str, search: str, time_limit_s: float, extractor: str = "ilp") -> dict:
+def fingerprint(
+    model: models.Model, flow: str, search: str, time_limit_s: float, extractor: str = "ilp", node_limit: int = 20_000
+) -> dict:
     """The pass's decisions on one model, without timings."""
     new_mod, report = tvm_eqsat.optimize(
-        model.mod, "llvm", flow=flow, search=search, time_limit_s=time_limit_s, extractor=extractor
-    )
+        model.mod, "llvm", flow=flow, search=search, time_limit_s=time_limit_s, extractor=extractor,
+        node_limit=node_limit,
+    )  # fmt: skip
     functions = {
         f.name: {
             "changed": f.changed,
@@ -75,6 +78,7 @@ def main() -> int:
         help="flow/search pairs (default: both flows, saturation and MCTS)",
     )
     ap.add_argument("--time-limit", type=float, default=3600.0)
+    ap.add_argument("--node-limit", type=int, default=20_000, help="tight limits make MCTS search instead of saturate")
     ap.add_argument(
         "--extractor",
         default="ilp",
@@ -91,10 +95,18 @@ def main() -> int:
         for config in args.configs:
             flow, search = config.split("/")
             start = time.perf_counter()
-            runs[f"{name}/{config}"] = fp = fingerprint(model, flow, search, args.time_limit, args.extractor)
+            runs[f"{name}/{config}"] = fp = fingerprint(
+                model, flow, search, args.time_limit, args.extractor, args.node_limit
+            )
             fp["seconds"] = round(time.perf_counter() - start, 2)
             print(f"{name:14s} {config:18s} {fp['module_hash']:>22s} {fp['seconds']:7.1f} s", flush=True)
-    out = {"provenance": provenance.record(), "small": args.small, "extractor": args.extractor, "runs": runs}
+    out = {
+        "provenance": provenance.record(),
+        "small": args.small,
+        "extractor": args.extractor,
+        "node_limit": args.node_limit,
+        "runs": runs,
+    }
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
     if args.compare:
