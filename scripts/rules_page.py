@@ -110,7 +110,9 @@ def page() -> str:
             models = ", ".join(sorted(fired.get(r.name, ()))) or "-"
             tests = ", ".join(tests_naming(r.name)) or "**none**"
             proof = first_sentence(comments.get(r.name, "")).replace("|", "\\|") or "**missing**"
-            lines.append(f"| `{r.name}` | {'yes' if r.multi else ''} | {guards(r.text)} | {tests} | {models} | {proof} |")
+            lines.append(
+                f"| `{r.name}` | {'yes' if r.multi else ''} | {guards(r.text)} | {tests} | {models} | {proof} |"
+            )
         lines.append("")
     return "\n".join(lines)
 
