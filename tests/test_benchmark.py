@@ -199,6 +199,23 @@ def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, c
     assert "--no-seed" in out or "Some CPU" == bench.provenance.cpu_name()
 
 
+def test_committed_databases_seed_only_a_run_at_their_budget(tmp_path, monkeypatch, capsys):
+    """Stock kernels tuned at 64 trials beside eqsat's tuned at 4 would favour stock."""
+    bench = load_script("benchmark")
+    seeded = []
+    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed: seeded.append(seed) or 3)
+    monkeypatch.setattr(bench, "TUNING_DIR", tmp_path / "tuning")
+    monkeypatch.setattr(bench, "ROOT", tmp_path)
+    (tmp_path / "tuning" / "llvm").mkdir(parents=True)
+    source = {"cpu": "Some CPU", "trial_budgets": [64]}
+    (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps(source))
+    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "4", "--work-dir", str(tmp_path / "ms")]))
+    assert tmp_path / "tuning" / "llvm" not in seeded
+    assert "not starting from tuning/llvm: tuned with [64] trials per kernel, this run 4" in capsys.readouterr().out
+    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "64", "--work-dir", str(tmp_path / "ms")]))
+    assert tmp_path / "tuning" / "llvm" in seeded
+
+
 def test_explain_says_what_changed_and_against_which_stock(run):
     bench, out, _ = run
     rows = _rows(out / "llvm-default-small.csv")
