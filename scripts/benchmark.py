@@ -943,7 +943,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument(
         "--quick", action="store_true",
-        help=f"the README's main job: {' '.join(QUICK)} (explicit options win), results in {QUICK_DIR}",
+        help=f"the README's main job: {' '.join(QUICK)} (explicit options win), results and its own tuning database in {QUICK_DIR}",
     )  # fmt: skip
     args = p.parse_args(argv)
     if args.quick:
@@ -959,6 +959,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if unknown:
         p.error(f"unknown models {unknown}; choose from {sorted(models.MODELS)}")
     args.variants = ["stock", *(v for v in VARIANTS if v in args.variants and v != "stock")]
+    if args.quick and args.work_dir is None:  # its 4-trial records stay out of the benchmark's database
+        args.work_dir = str(QUICK_DIR / f"ms-{args.target}")
     args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
     if args.tune_only and args.flow != "tuned":
         p.error("--tune-only needs --flow tuned")

@@ -216,6 +216,13 @@ def test_committed_databases_seed_only_a_run_at_their_budget(tmp_path, monkeypat
     assert tmp_path / "tuning" / "llvm" in seeded
 
 
+def test_the_quick_job_tunes_into_its_own_database():
+    bench = load_script("benchmark")
+    assert bench.parse_args(["--quick"]).work_dir == str(bench.QUICK_DIR / "ms-llvm")
+    assert bench.parse_args(["--quick", "--work-dir", "/x"]).work_dir == "/x"
+    assert bench.parse_args([]).work_dir.endswith("tvm_eqsat/ms-llvm")
+
+
 def test_explain_says_what_changed_and_against_which_stock(run):
     bench, out, _ = run
     rows = _rows(out / "llvm-default-small.csv")
