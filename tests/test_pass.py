@@ -266,6 +266,21 @@ def test_layout_rules_run_only_with_a_cost_model_that_can_price_layouts():
     assert report.cost_model == "xgb" and not nhwc & set(report.functions["main"].rules_applied)
 
 
+def test_opt_in_families_run_only_when_named():
+    """conv_matmul (no cost model has been checked on its choices yet) stays out of every
+    default rule set, with either flow's model, and runs when named."""
+    from tvm_eqsat.transform import OPT_IN
+
+    x = tensor("x", (1, 8, 6, 6))
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((4, 8, 1, 1))))))
+    opt_in = {r.name for r in load_library().select(OPT_IN).rules}
+    for flow in ("tuned", "default"):
+        _, report = optimize(mod, "llvm", flow=flow)
+        assert not opt_in & set(report.functions["main"].rules_applied), flow
+    _, report = optimize(mod, "llvm", rules=["conv_matmul"])
+    assert report.functions["main"].rules_applied.get("conv2d-1x1-nchw-matmul", 0) == 1
+
+
 def test_report_says_what_changed_in_words():
     """Counted on the graphs, not on the rules that fired: both batch norms fold, and the
     summary and the JSON say so."""
@@ -292,6 +307,31 @@ def test_census_words():
         "2 transposes added at layout boundaries",
     ]
     assert describe(after, after) == []
+    # two of five convs become matmuls, the other three merge into two; one matmul merge beside
+    before = Counter({"conv2d NCHW": 5, "matmul": 3})
+    after = Counter({"conv2d NCHW": 2, "matmul": 4, "matmul of a conv weight": 2})
+    assert describe(before, after) == ["2 convs as matmuls", "3 convs merged into 2", "3 matmuls merged into 2"]
+
+
+def test_census_counts_a_conv_turned_matmul_by_its_weight():
+    """A matmul reading a constant 4-D weight through reshapes (what conv_matmul makes) is
+    counted as a conv as a matmul; one reading a 2-D weight is not."""
+    from tvm_eqsat.describe import census
+
+    x4, w4 = tensor("x", (1, 3, 4, 4)), const((5, 3, 1, 1))
+    x2, w2 = tensor("y", (6, 3)), const((3, 2))
+
+    def body(bb, x, y):
+        cols = bb.emit(R.reshape(x, (3, 16)))
+        conv = bb.emit(R.matmul(bb.emit(R.reshape(w4, (5, 3))), cols))
+        dense = bb.emit(R.matmul(y, w2))
+        return relax.Tuple([conv, dense])
+
+    from tvm_eqsat.graph import graph_from_block
+
+    g = graph_from_block(module([x4, x2], body)["main"].body.blocks[0])
+    counts = census(g)
+    assert counts["matmul"] == 2 and counts["matmul of a conv weight"] == 1
 
 
 def test_importing_the_pass_loads_no_tuning_code_beyond_what_tvm_does():

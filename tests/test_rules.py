@@ -563,6 +563,44 @@ def _const_of_permute(op, name, const_first=False):
     return build
 
 
+def concat_of_permutes(seed, positive):
+    """Two to four NHWC parts of different channel counts, each seen as NCHW, concatenated
+    on channels; negative: the last part is an NCHW tensor, not a permute."""
+    rng = _rng(seed)
+    n, h, w = (int(d) for d in rng.integers(1, 4, 3))
+    chans = [int(c) for c in rng.integers(1, 5, 2 + seed % 3)]
+    xs = [tensor(f"x{i}", (n, h, w, c)) for i, c in enumerate(chans[:-1])]
+    last = (n, h, w, chans[-1]) if positive else (n, chans[-1], h, w)
+    xs.append(tensor(f"x{len(chans) - 1}", last))
+
+    def body(bb, *xs):
+        parts = [bb.emit(R.permute_dims(x, Q)) for x in xs[:-1]]
+        parts.append(bb.emit(R.permute_dims(xs[-1], Q)) if positive else xs[-1])
+        return R.nn.relu(bb.emit(R.concat(parts, axis=1)))
+
+    return module(xs, body), ["concat-of-permutes"]
+
+
+def split_of_permute(seed, positive):
+    """Split an NHWC tensor seen as NCHW along channels (at two indices for seed 1);
+    negative: the split tensor is read through a reshape, not a permute."""
+    rng = _rng(seed)
+    n, h, w = (int(d) for d in rng.integers(1, 4, 3))
+    c = 6
+    x = tensor("x", (n, h, w, c))
+    ind = [2] if seed % 2 == 0 else [1, 4]
+
+    def body(bb, x):
+        y = bb.emit(R.permute_dims(x, Q))
+        if not positive:
+            y = bb.emit(R.reshape(y, [n, c, h, w]))
+        parts = bb.emit(R.split(y, ind, axis=1))
+        outs = [R.nn.relu(relax.TupleGetItem(parts, k)) for k in range(len(ind) + 1)]
+        return relax.Tuple(outs)
+
+    return module([x], body), ["split-of-permute"]
+
+
 def _pool_nhwc(op, name):
     def build(seed, positive):
         rng = _rng(seed)
@@ -591,6 +629,42 @@ def _mean_nhwc(keepdims, name):
         return module([x], body), [name]
 
     return build
+
+
+# ---- conv_matmul: convolutions as matmuls
+
+
+def conv2d_1x1_nhwc_matmul(seed, positive):
+    """Any batch and dilation; negative: stride 2."""
+    rng = _rng(seed)
+    n, size, c, o = 1 + seed % 2, int(rng.integers(3, 7)), int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    x, w = tensor("x", (n, size, size, c)), const((o, 1, 1, c), seed=seed)
+    stride, dil = (1 if positive else 2), 1 + seed % 2
+
+    def body(bb, x):
+        y = R.nn.conv2d(x, w, strides=stride, dilation=dil, data_layout="NHWC", kernel_layout="OHWI")
+        return R.nn.relu(bb.emit(y))
+
+    return module([x], body), ["conv2d-1x1-nhwc-matmul"]
+
+
+def conv2d_1x1_nchw_matmul(seed, positive):
+    """Batch 1, padding 0; negative: batch 2."""
+    rng = _rng(seed)
+    size, c, o = int(rng.integers(3, 7)), int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    x, w = tensor("x", (1 if positive else 2, c, size, size + 1)), const((o, c, 1, 1), seed=seed)
+    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w)))), ["conv2d-1x1-nchw-matmul"]
+
+
+def conv2d_patchify_matmul(seed, positive):
+    """A (p, q) kernel at stride (p, q) over a multiple of it (square and not);
+    negative: a stride smaller than the kernel (overlapping patches)."""
+    rng = _rng(seed)
+    p, q = (4, 4) if seed % 2 == 0 else (2, 3)
+    c, o, hp, vq = int(rng.integers(1, 4)), int(rng.integers(2, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    x, w = tensor("x", (1, c, hp * p, vq * q)), const((o, c, p, q), seed=seed)
+    stride = (p, q) if positive else (1, 1)
+    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride)))), ["conv2d-patchify-matmul"]
 
 
 BUILDERS = {
@@ -643,10 +717,15 @@ BUILDERS = {
     "add-const-of-permute": _const_of_permute(R.add, "add-const-of-permute"),
     "const-add-of-permute": _const_of_permute(R.add, "const-add-of-permute", const_first=True),
     "mul-const-of-permute": _const_of_permute(R.multiply, "mul-const-of-permute"),
+    "concat-of-permutes": concat_of_permutes,
+    "split-of-permute": split_of_permute,
     "max-pool-nhwc": _pool_nhwc(R.nn.max_pool2d, "max-pool-nhwc"),
     "avg-pool-nhwc": _pool_nhwc(R.nn.avg_pool2d, "avg-pool-nhwc"),
     "mean-nhwc": _mean_nhwc(False, "mean-nhwc"),
     "mean-nhwc-keepdims": _mean_nhwc(True, "mean-nhwc-keepdims"),
+    "conv2d-1x1-nhwc-matmul": conv2d_1x1_nhwc_matmul,
+    "conv2d-1x1-nchw-matmul": conv2d_1x1_nchw_matmul,
+    "conv2d-patchify-matmul": conv2d_patchify_matmul,
 }
 
 

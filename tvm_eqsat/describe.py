@@ -16,6 +16,7 @@ NAMES = {
     "batch_norm": ("batch norm", "batch norms"),
     "permute_dims": ("transpose", "transposes"),
     "matmul": ("matmul", "matmuls"),
+    "matmul of a conv weight": ("conv as a matmul", "convs as matmuls"),
     "concat": ("concat", "concats"),
     "split": ("split", "splits"),
     "pool NHWC": ("NHWC pool", "NHWC pools"),
@@ -40,11 +41,23 @@ def census(graph: TensorGraph) -> Counter:
             counts["permute_dims"] += 1
         elif node.op == "Matmul":
             counts["matmul"] += 1
+            if any(_conv_weight(graph, i) for i in node.inputs):
+                counts["matmul of a conv weight"] += 1
         elif node.op == "Concat":
             counts["concat"] += 1
         elif node.op == "Split":
             counts["split"] += 1
     return counts
+
+
+def _conv_weight(graph: TensorGraph, i: int) -> bool:
+    """Is node ``i`` a constant 4-D tensor seen through reshapes and transposes (the weight of
+    a convolution that the conv_matmul rules turned into a matmul)?"""
+    node = graph.nodes[i]
+    while node.is_const and node.op in ("Reshape", "Permute"):
+        node = graph.nodes[node.inputs[0]]
+    shape = getattr(node.ty, "shape", ())
+    return node.is_const and node.op != "Matmul" and len(shape) == 4
 
 
 def _n(count: int, key: str) -> str:
@@ -59,12 +72,17 @@ def describe(before: Counter, after: Counter) -> list[str]:
     convs_after = after["conv2d NCHW"] + after["conv2d NHWC"]
     if after["conv2d NHWC"] > before["conv2d NHWC"]:
         out.append(f"{after['conv2d NHWC'] - before['conv2d NHWC']} of {convs_after} convs run in NHWC")
+    as_matmuls = after["matmul of a conv weight"] - before["matmul of a conv weight"]
+    if as_matmuls > 0:
+        out.append(_n(as_matmuls, "matmul of a conv weight"))
+        convs_before -= as_matmuls
     if convs_after < convs_before:
         out.append(f"{convs_before} convs merged into {convs_after}")
     if after["batch_norm"] < before["batch_norm"]:
         out.append(f"{_n(before['batch_norm'] - after['batch_norm'], 'batch_norm')} folded into the convs")
-    if after["matmul"] < before["matmul"]:
-        out.append(f"{before['matmul']} matmuls merged into {after['matmul']}")
+    matmuls_before, matmuls_after = before["matmul"], after["matmul"] - max(as_matmuls, 0)
+    if matmuls_after < matmuls_before:
+        out.append(f"{matmuls_before} matmuls merged into {matmuls_after}")
     regions = after["conv2d NHWC"] > before["conv2d NHWC"]
     for key in ("permute_dims", "pool NHWC", "concat", "split"):
         d = after[key] - before[key]

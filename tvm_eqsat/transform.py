@@ -58,7 +58,7 @@ class Options:
     multi_limit: int | None = None  # saturation iterations that run multi-pattern rules (TENSAT's k_multi); None: all
     seed: int = 0
     rules: tuple[str, ...] | None = (
-        None  # rule families or rule names; None = all (less NEEDS_LAYOUT_COSTS where the cost model cannot price layouts)
+        None  # rule families or rule names; None = all less OPT_IN (and NEEDS_LAYOUT_COSTS where the cost model cannot price layouts)
     )
     mcts_preset: str = "default"  # search="mcts" budgets: "fast", "default", "thorough"
     speed_check: bool = False  # build and time the module before and after; keep the rewrite only if faster
@@ -128,17 +128,21 @@ def make_options(**options: Any) -> Options:
 # models from 0.950x to 0.994x of the best stock build (resnet50 0.80x -> 1.01x) and stayed out
 # of mobilenet-v2, where stock's whole-model NHWC loses (benchmarks/results/llvm-default-small[-nhwc].md)
 NEEDS_LAYOUT_COSTS = ("nhwc",)
+# families whose choices no cost model has been checked on yet (their forms' kernels measured
+# and the choices timed end to end): they run only when named in ``rules``
+OPT_IN = ("conv_matmul",)
 
 
 def _library(opts: Options, cost=None) -> RuleLibrary:
-    """The rules to run: ``opts.rules``, or by default every family (less those in
-    ``NEEDS_LAYOUT_COSTS`` when ``cost`` cannot price layouts)."""
+    """The rules to run: ``opts.rules``, or by default every family less ``OPT_IN`` (and
+    less ``NEEDS_LAYOUT_COSTS`` when ``cost`` cannot price layouts)."""
     library = load_library()
     if opts.rules is not None:
         return library.select(opts.rules)
+    skip = set(OPT_IN)
     if cost is not None and not cost_mod.prices_layouts(cost):
-        return library.select([f for f in library.families if f not in NEEDS_LAYOUT_COSTS])
-    return library
+        skip |= set(NEEDS_LAYOUT_COSTS)
+    return library.select([f for f in library.families if f not in skip])
 
 
 def resolve_target(target: Any) -> tvm.target.Target:
