@@ -186,6 +186,20 @@ def test_ilp_starts_from_the_local_search_answer():
     assert choice_cost(snap, chosen, roots, cost) == pytest.approx(5.0 + 15.0 + 0.01 + 3 * 0.01 + 1.0)
 
 
+def test_ilp_stops_when_it_stalls_on_its_start():
+    """With no time to improve on its start (``stall_s=0``) the solver is interrupted and the
+    start's answer (or better) comes back; with the default stall limit it proves the optimum,
+    here well below the start."""
+    snap, roots, cost = random_shared_egraph(random.Random(5), n_classes=120)
+    start = greedy_dag(snap, cost, roots)
+    start_cost = choice_cost(snap, start, roots, cost)
+    stalled, patient = {}, {}
+    quick = choice_cost(snap, ilp(snap, cost, roots, start=start, stall_s=0.0, info=stalled), roots, cost)
+    best = choice_cost(snap, ilp(snap, cost, roots, start=start, info=patient), roots, cost)
+    assert stalled["stalled"] and stalled["status"] == "Interrupted by user" and quick <= start_cost
+    assert patient["status"] == "Optimal" and not patient["stalled"] and best < 0.8 * start_cost
+
+
 def test_dag_local_out_of_time_returns_the_dag_greedy_answer():
     snap, roots, cost = shared_merge_egraph()
     assert dag_local(snap, cost, roots, time_limit_s=0.0) == greedy_dag(snap, cost, roots)

@@ -121,8 +121,44 @@ def _ilp_nodes(g: ClassGraph, productive: set[int], shrink: bool) -> tuple[list[
     return [node for nodes_of_c in by_class.values() for node in nodes_of_c], free
 
 
-def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap):
-    """Solve the MILP with HiGHS, starting from ``x0`` when given: (x or None, outcome)."""
+# Seconds the solver may run without finding a better graph than its start before it stops.
+# Where the relaxation is weak (every tensor in two layouts, each the other's permutation: a
+# cycle the LP can half-take both ways), HiGHS spends its whole budget on the bound and never
+# improves the start: small squeezenet, inception-v3 and mobilenet-v2, default flow with the
+# nhwc family, all 30 s to the time limit with the start as the answer (gaps 92%, 3%, 52%);
+# full NASRNN, tuned flow, the same at 33 s.  Every improvement it did find on these and the
+# other small models came in under 2 s (2026-11-25, /tmp traces of HiGHS's improving-solution
+# callback); the pass then returns in seconds instead of using up its time limit.
+STALL_S = 5.0
+
+
+def _stall_stop(h, start_cost: float | None, stall_s: float) -> dict:
+    """Interrupt the solve once ``stall_s`` seconds have passed without a solution better than
+    the start's cost (``start_cost``; None: without any solution).  Returns the watch's state."""
+    import highspy
+
+    kinds = highspy.cb.HighsCallbackType
+    state = {"best": math.inf if start_cost is None else start_cost, "improved_at": None, "stalled": False}
+    t0 = time.perf_counter()
+
+    def callback(kind, _message, data_out, data_in, _user):
+        if kind == kinds.kCallbackMipImprovingSolution:
+            if data_out.objective_function_value < state["best"] * (1 - 1e-9) - 1e-12:
+                state["best"], state["improved_at"] = data_out.objective_function_value, time.perf_counter() - t0
+        elif kind == kinds.kCallbackMipInterrupt and state["improved_at"] is None:
+            if time.perf_counter() - t0 > stall_s:
+                state["stalled"] = True
+                data_in.user_interrupt = True
+
+    h.setCallback(callback, None)
+    h.startCallback(kinds.kCallbackMipImprovingSolution)
+    h.startCallback(kinds.kCallbackMipInterrupt)
+    return state
+
+
+def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap, stall_s=math.inf):
+    """Solve the MILP with HiGHS, starting from ``x0`` when given: (x or None, outcome).
+    With a start, the solve stops after ``stall_s`` seconds if it has found nothing better."""
     import highspy
 
     csc = a.tocsc()
@@ -139,10 +175,13 @@ def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap):
     h.setOptionValue("time_limit", max(time_limit_s, 0.01))
     h.setOptionValue("mip_rel_gap", rel_gap)
     h.passModel(lp)
+    watch = None
     if x0 is not None:
         start = highspy.HighsSolution()
         start.col_value, start.value_valid = list(x0), True
         h.setSolution(start)
+        if math.isfinite(stall_s):
+            watch = _stall_stop(h, float(np.dot(cost, x0)), stall_s)
     h.run()
     status, info, solution = h.getModelStatus(), h.getInfo(), h.getSolution()
     x = np.asarray(solution.col_value) if solution.value_valid else None
@@ -152,6 +191,8 @@ def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap):
         "bound": info.mip_dual_bound,
         "warm_start": x0 is not None,
     }
+    if watch is not None:
+        outcome["stalled"] = watch["stalled"]
     return x, outcome
 
 
@@ -165,11 +206,13 @@ def ilp(
     shrink: bool = True,
     info: dict | None = None,
     rel_gap: float = 1e-4,
+    stall_s: float = STALL_S,
 ) -> dict[int, ENode]:
     """The DAG-cost optimum by mixed-integer programming (HiGHS).
 
     The solver stops once its answer is within ``rel_gap`` of its bound (HiGHS's
-    default 1e-4: optimal for our purposes; 1e-2 is much faster on large e-graphs).
+    default 1e-4: optimal for our purposes; 1e-2 is much faster on large e-graphs),
+    or after ``stall_s`` seconds without a solution better than its start (see ``STALL_S``).
 
     The start (by default ``dag_local``'s answer) is the solver's first
     incumbent, and what comes back when the solver finds nothing better in time.
@@ -254,7 +297,7 @@ def ilp(
         a = coo_matrix((vals, (rows, cols)), shape=(r, n_x + n_t)).tocsr()
         x0 = _start_vector(start, roots, nodes, by_class, order, n_t, a, lo, hi)
         upper = np.concatenate([np.ones(n_x), np.full(n_t, big_m)])
-        x, outcome = _solve(cost, a, lo, hi, n_x, upper, deadline - t, x0, rel_gap)
+        x, outcome = _solve(cost, a, lo, hi, n_x, upper, deadline - t, x0, rel_gap, stall_s)
         stats.update(outcome)
     stats["solve_s"] = round(time.perf_counter() - t, 3)
     log.debug("ILP: %s", stats)
