@@ -26,13 +26,20 @@ def main() -> None:
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
     p.add_argument("--work-dir", default=None, help="default ~/.cache/tvm_eqsat/ms-<target>")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "tuning"))
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=64,
+        help="keep the kernels tuned with at least this many trials (the benchmark's budget: "
+        "seeding needs one budget, and kernels tuned less, by a quick run, would be retuned anyway)",
+    )
     args = p.parse_args()
     work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
     for src, name in ((work, args.target), (f"{work}-aa", f"{args.target}-aa")):
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
-        n = tune.prune_database(src, out)
+        n = tune.prune_database(src, out, args.trials)
         budgets = json.loads((out / tune.BUDGETS).read_text())
         (out / "SOURCE.json").write_text(
             json.dumps(
