@@ -9,7 +9,8 @@ trains on everything and saves ``cost_models/<target>/model.json``,
     # adapt the shipped model to a new machine with a few hundred fresh measurements
     python scripts/train_cost_model.py --target llvm --dataset my.csv --finetune-from cost_models/llvm --out my_model
     # learn from a MetaSchedule database you already have (no new measurements):
-    # the kernels of the named models (stock and after tvm-eqsat) are looked up in it
+    # the kernels of the named models (the benchmark's variants: stock, TVM's passes, NHWC,
+    # tvm-eqsat) are looked up in it
     python scripts/train_cost_model.py --target llvm --from-database ~/.cache/tvm_eqsat/ms-llvm \
         --models bert-base resnet50 --out my_model [--finetune-from cost_models/llvm]
 """
@@ -32,6 +33,7 @@ from tvm_eqsat.xgb_model import (
     ROUNDS,
     KernelModel,
     dataset_row,
+    layout_pairs,
     load_dataset,
     load_elementwise,
     measured_table,
@@ -91,6 +93,16 @@ def roofline_us(samples, target: str, flow: str = "tuned") -> np.ndarray:
     )
 
 
+def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dict:
+    """How each predictor orders the (NCHW, NHWC) pairs: the share ordered as measured
+    (a tie counts as wrong: it leaves the choice to chance) and the ties."""
+    out = {"pairs": len(pairs), "nhwc_faster": int(sum(y[j] < y[i] for i, j in pairs))}
+    for name, pred in predictions.items():
+        right = sum(np.sign(pred[i] - pred[j]) == np.sign(y[i] - y[j]) and pred[i] != pred[j] for i, j in pairs)
+        out[name] = {"right": int(right), "ties": int(sum(pred[i] == pred[j] for i, j in pairs))}
+    return out
+
+
 def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> tuple[dict, np.ndarray]:
     """Random k-fold over kernels (in-distribution accuracy): metrics and predictions."""
     x = sample_features(samples)
@@ -105,14 +117,22 @@ def k_fold(samples, rounds: int, k: int = 5, seed: int = 0) -> tuple[dict, np.nd
     return metrics(y, pred), pred
 
 
+HARVESTED_VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat")
+
+
 def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, path: Path) -> None:
-    """Write the kernels of the zoo models ``names`` (stock and after tvm-eqsat) that the
-    MetaSchedule database ``work_dir`` has tuned to ``path`` as dataset rows."""
+    """Write the kernels of the zoo models ``names`` that the MetaSchedule database
+    ``work_dir`` has tuned to ``path`` as dataset rows: the kernels of every variant the
+    benchmark tunes (``HARVESTED_VARIANTS``: stock, TVM's graph passes, ConvertLayout to
+    NHWC, tvm-eqsat), so the same convolution comes in both layouts where both were tuned."""
     import csv
 
     import tvm
 
-    import tvm_eqsat
+    if str(ROOT / "scripts") not in sys.path:  # imported as a module (the tests), not run
+        sys.path.insert(0, str(ROOT / "scripts"))
+    from benchmark import make_variant  # the benchmark's variants, built the same way
+
     from tvm_eqsat import models
     from tvm_eqsat.harvest import harvest
     from tvm_eqsat.measure import kernel_out_ty
@@ -121,8 +141,8 @@ def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, p
     rows, seen = [], set()
     for name in names:
         model = (models.SMALL if small else models.MODELS)[name]()
-        rewritten, _ = tvm_eqsat.optimize(model.mod, tgt)
-        for h in harvest(work_dir, [model.mod, rewritten], tgt, progress=True):
+        mods = [make_variant(v, model.mod, tgt, {}).mod for v in HARVESTED_VARIANTS]
+        for h in harvest(work_dir, mods, tgt, progress=True):
             if h.workload.key() in seen:
                 continue
             seen.add(h.workload.key())
@@ -240,7 +260,10 @@ def main() -> None:
         y, pred, per_model, overall = np.array([s.median_us for s in samples]), kfold_pred, {}, None
         split = "random 5-fold (one model only)"
     roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
-    roofline = metrics(y, roofline_us(samples, args.target, roofline_flow))
+    roofline_pred = roofline_us(samples, args.target, roofline_flow)
+    roofline = metrics(y, roofline_pred)
+    pairs = layout_pairs(samples)
+    choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(samples, args.rounds if base is None else max(args.rounds // 4, 50), base=base)
     metadata = {
@@ -258,6 +281,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "finetuned_from": args.finetune_from,
         "held_out_by_model": overall,
+        "layout_pairs": choices,
         "random_5_fold": kfold,
     }
     model = KernelModel(booster, metadata, measured_table(samples), load_elementwise(dataset.parent))
@@ -282,6 +306,21 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|",
             *(_row(name, m) for name, m in per_model.items()),
             _row("**all**", overall),
+            "",
+        ]
+    if choices:
+        lines += [
+            f"**Choice pairs: NCHW or NHWC.** {choices['pairs']} convolutions of the dataset were tuned in both "
+            f"layouts (same shapes, attributes and epilogue ops); NHWC measured faster in {choices['nhwc_faster']}. "
+            f"Ordered as measured ({split}; a tie counts as wrong):",
+            "",
+            "| predictor | ordered right | ties |",
+            "|---|---|---|",
+            *(
+                f"| {name} | {choices[name]['right']} of {choices['pairs']} "
+                f"({choices[name]['right'] / choices['pairs'] * 100:.0f}%) | {choices[name]['ties']} |"
+                for name in ("model", "roofline")
+            ),
             "",
         ]
     lines += [

@@ -141,6 +141,37 @@ def test_measured_kernels_answer_for_themselves(tmp_path):
     assert booster_says != pytest.approx(120.0, rel=0.05)
 
 
+def _conv_workload(layout: str, epilogue=(), cin=8, cout=16, size=14, k=3, stride=1, dtype="float32"):
+    x = (1, cin, size, size) if layout == "NCHW" else (1, size, size, cin)
+    w = (cout, cin, k, k) if layout == "NCHW" else (cout, k, k, cin)
+    kernel_layout = "OIHW" if layout == "NCHW" else "OHWI"
+    attrs = ((stride, stride), (1, 1, 1, 1), (1, 1), 1, layout, kernel_layout, layout, "")
+    return Workload("Conv2d", attrs, (TensorTy(x, dtype), TensorTy(w, dtype)), tuple(epilogue))
+
+
+def test_layout_pairs_match_one_convolution_in_both_layouts():
+    """NCHW and NHWC workloads of the same convolution with the same epilogue ops pair up
+    (bias shapes differ between the layouts); another stride, channel count, dtype or
+    epilogue does not."""
+    from tvm_eqsat.xgb_model import layout_pairs
+
+    relu = Epilogue("Relu")
+    bias = {"NCHW": Epilogue("Add", (1, 16, 1, 1)), "NHWC": Epilogue("Add", (1, 1, 1, 16))}
+    ws = [
+        _conv_workload("NCHW"),  # 0 pairs with 1
+        _conv_workload("NHWC"),  # 1
+        _conv_workload("NCHW", (bias["NCHW"], relu)),  # 2 pairs with 3
+        _conv_workload("NHWC", (bias["NHWC"], relu)),  # 3
+        _conv_workload("NHWC", (relu,)),  # 4: no NCHW conv with only a relu
+        _conv_workload("NHWC", stride=2),  # 5: no NCHW conv of stride 2
+        _conv_workload("NHWC", cin=4),  # 6
+        _conv_workload("NHWC", dtype="float16"),  # 7
+        Workload(*_matmul(16, 16, 16)[:3]),  # 8: not a conv
+    ]
+    samples = [Sample("m", "database", w, None, 1.0, 0.0) for w in ws]
+    assert sorted(layout_pairs(samples)) == [(0, 1), (2, 3)]
+
+
 def test_epilogue_compute_moves_from_kernels_to_elementwise_nodes(tmp_path):
     """With an element-wise calibration a kernel's measurement loses its epilogue's
     compute (never below KERNEL_FLOOR of it), and the pass charges that compute to the

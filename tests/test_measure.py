@@ -110,7 +110,9 @@ def test_harvest_reads_a_tuned_modules_kernels(tmp_path):
     (found,) = harvest.harvest(str(tmp_path), [tuned], "llvm")
     assert found.workload == measure.module_workloads(tuned)[0]
     assert found.workload.epilogue == (Epilogue("Add", (64,)), Epilogue("Relu"))
-    assert 0 < found.median_us < 1e6 and found.trials >= 1
+    assert 0 < found.median_us < 1e6 and found.trials == 2
+    tune.prune_database(tmp_path, tmp_path / "pruned")  # one record kept: the budget still says 2
+    assert [h.trials for h in harvest.harvest(str(tmp_path / "pruned"), [tuned], "llvm")] == [2]
     assert harvest.harvest(str(tmp_path), [mlp(48)], "llvm") == []
     with pytest.raises(FileNotFoundError, match="database"):
         harvest.harvest(str(tmp_path / "nothing"), [tuned], "llvm")

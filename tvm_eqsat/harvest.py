@@ -25,7 +25,7 @@ import numpy as np
 import tvm
 
 from .measure import module_workloads, workload_module
-from .tune import fuse_for_tuning, open_database, tuned_records, tuning_target
+from .tune import budgets_by_hash, fuse_for_tuning, kernel_hash, open_database, tuned_records, tuning_target
 from .workload import Workload
 
 log = logging.getLogger("tvm_eqsat")
@@ -39,11 +39,13 @@ class Harvested:
 
     workload: Workload
     median_us: float
-    trials: int  # valid records of the kernel in the database (the fewest over its tasks)
+    trials: int  # the kernel's tuning budget (the fewest over its tasks; records kept where none was recorded)
 
 
-def lookup(database, w: Workload, target: tvm.target.Target) -> Harvested | None:
-    """``w``'s tuned latency in ``database``, or None when any of its kernels is missing."""
+def lookup(database, w: Workload, target: tvm.target.Target, budgets: dict[str, int] | None = None) -> Harvested | None:
+    """``w``'s tuned latency in ``database``, or None when any of its kernels is missing.
+    Its trials are the budgets recorded for its kernels (``budgets``, by kernel structure),
+    else the records kept (a pruned database keeps one per kernel)."""
     from tvm.s_tir import meta_schedule as ms
 
     tasks = ms.relax_integration.extract_tasks(fuse_for_tuning(workload_module(w), target), target)
@@ -58,7 +60,8 @@ def lookup(database, w: Workload, target: tvm.target.Target) -> Harvested | None
         if not secs or max(secs) >= INVALID_SECS:
             return None
         total_us += float(np.median(secs)) * 1e6
-        trials = len(records) if trials is None else min(trials, len(records))
+        n = (budgets or {}).get(kernel_hash(task.dispatched[0]), len(records))
+        trials = n if trials is None else min(trials, n)
     return Harvested(w, total_us, trials or 0)
 
 
@@ -71,6 +74,7 @@ def harvest(work_dir: str, mods: Sequence[tvm.IRModule], target: Any, progress: 
         raise FileNotFoundError(f"{work_dir}: no MetaSchedule JSON database (database_workload.json) there")
     tgt = tuning_target(target)
     database = open_database(work_dir)
+    budgets = budgets_by_hash(work_dir)
     workloads: dict[str, Workload] = {}
     for mod in mods:
         for w in module_workloads(mod):
@@ -85,7 +89,7 @@ def harvest(work_dir: str, mods: Sequence[tvm.IRModule], target: Any, progress: 
     out = []
     for w in items:
         try:
-            found = lookup(database, w, tgt)
+            found = lookup(database, w, tgt, budgets)
         except Exception as err:  # a kernel TVM cannot lower is not in anyone's database
             log.debug("skipped %s: %s", w.op, err)
             continue

@@ -269,7 +269,7 @@ BUDGETS = "tvm_eqsat_budgets.json"  # task key -> the largest trial budget it wa
 
 
 def _task_key(task) -> str:
-    return f"{task.task_name}-{_hash_key(task.dispatched[0])}"
+    return f"{task.task_name}-{kernel_hash(task.dispatched[0])}"
 
 
 def _read_budgets(work_dir) -> dict[str, int]:
@@ -277,7 +277,7 @@ def _read_budgets(work_dir) -> dict[str, int]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _budgets_by_hash(work_dir) -> dict[str, int]:
+def budgets_by_hash(work_dir) -> dict[str, int]:
     """The budgets by kernel structure alone: a task's name numbers its fused function within
     the module it came from (``fused_conv2d13_add9_relu9`` in one variant of a model is
     ``fused_conv2d17_add9_relu9`` in another), so the same kernel must be found by its hash."""
@@ -292,7 +292,7 @@ def _write_budgets(work_dir, budgets: dict[str, int]) -> None:
     (Path(work_dir) / BUDGETS).write_text(json.dumps(budgets, indent=0, sort_keys=True))
 
 
-def _hash_key(task_mod: tvm.IRModule) -> str:
+def kernel_hash(task_mod: tvm.IRModule) -> str:
     """The structural part of ``_task_key`` (a database record knows its module, not its task name)."""
     return f"{tvm_ffi.structural_hash(task_mod) & 0xFFFFFFFFFFFF:x}"
 
@@ -311,10 +311,10 @@ def prune_database(work_dir: str | os.PathLike, out_dir: str | os.PathLike, min_
     budgets = _read_budgets(work_dir)
     with tempfile.TemporaryDirectory() as tmp:
         open_database(work_dir).dump_pruned(open_database(tmp))
-        by_hash = _budgets_by_hash(work_dir)
+        by_hash = budgets_by_hash(work_dir)
         dst = open_database(out)
         for record in open_database(tmp).get_all_tuning_records():
-            if min_trials and by_hash.get(_hash_key(record.workload.mod), 0) < min_trials:
+            if min_trials and by_hash.get(kernel_hash(record.workload.mod), 0) < min_trials:
                 continue
             workload = dst.commit_workload(record.workload.mod)
             dst.commit_tuning_record(
@@ -404,11 +404,11 @@ def pending_tasks(
     target = tuning_target(target)
     database = database if database is not None else open_database(work_dir)
     tasks = ms.relax_integration.extract_tasks(fuse_for_tuning(mod, target), target)
-    budgets = _budgets_by_hash(work_dir)
+    budgets = budgets_by_hash(work_dir)
     todo = [
         t
         for t in tasks
-        if budgets.get(_hash_key(t.dispatched[0]), 0) < trials and _tuned_trials(database, t.dispatched[0]) < trials
+        if budgets.get(kernel_hash(t.dispatched[0]), 0) < trials and _tuned_trials(database, t.dispatched[0]) < trials
     ]
     return todo, len(tasks)
 

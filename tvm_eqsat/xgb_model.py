@@ -168,6 +168,32 @@ def load_dataset(
     return list(by_key.values())
 
 
+def _conv_nchw_form(w: Workload) -> tuple[str, tuple] | None:
+    """A convolution workload's layout and its identity in NCHW terms (input NCHW, weight
+    OIHW, attributes, dtype, the epilogue's ops): equal for one convolution in both layouts."""
+    if w.op != "Conv2d" or len(w.inputs) < 2:
+        return None
+    strides, padding, dilation, groups, data_layout, kernel_layout, _out_layout, out_dtype = w.attrs
+    x, k = w.inputs[0].shape, w.inputs[1].shape
+    if (data_layout, kernel_layout) == ("NHWC", "OHWI"):
+        x, k = (x[0], x[3], x[1], x[2]), (k[0], k[3], k[1], k[2])
+    elif (data_layout, kernel_layout) != ("NCHW", "OIHW"):
+        return None
+    epilogue = tuple(e.op for e in w.epilogue)
+    return data_layout, (x, k, strides, padding, dilation, groups, out_dtype, w.inputs[0].dtype, epilogue)
+
+
+def layout_pairs(samples: Sequence[Sample]) -> list[tuple[int, int]]:
+    """(NCHW, NHWC) index pairs of ``samples`` that are one convolution in both layouts, with
+    the same epilogue ops: the choice the pass's layout rules leave to the cost model."""
+    by_form: dict[tuple, dict[str, int]] = {}
+    for i, s in enumerate(samples):
+        form = _conv_nchw_form(s.workload)
+        if form is not None:
+            by_form.setdefault(form[1], {}).setdefault(form[0], i)
+    return [(d["NCHW"], d["NHWC"]) for d in by_form.values() if "NCHW" in d and "NHWC" in d]
+
+
 def load_elementwise(directory: str | Path) -> dict:
     """The ``elementwise.json`` calibration document in ``directory`` (empty if there is none)."""
     path = Path(directory) / ELEMENTWISE
