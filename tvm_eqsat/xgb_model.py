@@ -204,15 +204,47 @@ def sample_features(samples: Sequence[Sample]) -> np.ndarray:
     return featurize([(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty) for s in samples])
 
 
-def train(samples: Sequence[Sample], rounds: int = ROUNDS, params: dict | None = None, base=None):
-    """A booster fitted to log2 latency; ``base`` continues an existing booster
-    (adapting a shipped model to a new machine with a few hundred measurements)."""
+# What the booster learns: ``latency`` is log2 of the kernel's microseconds; ``residual`` is the
+# log2 of its microseconds over the roofline's (the correction to the analytic model that
+# MetaSchedule-style learned models fit), with the roofline of ``RESIDUAL_MACHINE``.
+OBJECTIVES = ("latency", "residual")
+RESIDUAL_MACHINE = ("llvm", "tuned")
+
+
+def roofline_from_features(x: np.ndarray, machine: tuple[str, str] = RESIDUAL_MACHINE) -> np.ndarray:
+    """The roofline's microseconds for kernels from their feature rows (FLOPs and bytes are
+    features, as log2): launch + max(compute, memory at the tier the traffic fits), as
+    ``cost.RooflineCostModel`` prices a kernel node."""
+    from .cost import MACHINES
+
+    m = MACHINES[machine]
+    flops = np.exp2(x[:, NAMES.index("log_flops")].astype(np.float64))
+    traffic = np.exp2(x[:, NAMES.index("log_bytes_in")].astype(np.float64)) + np.exp2(
+        x[:, NAMES.index("log_bytes_out")].astype(np.float64)
+    )
+    gbs = np.where(traffic <= m.cache_bytes, m.cache_gbs, m.bandwidth_gbs)
+    return m.launch_us + np.maximum(flops / (m.peak_gflops * 1e3), traffic / (np.maximum(gbs, 1e-9) * 1e3))
+
+
+def train(
+    samples: Sequence[Sample], rounds: int = ROUNDS, params: dict | None = None, base=None, objective: str = "latency"
+):
+    """A booster fitted to log2 latency (``objective="residual"``: to log2 of latency over the
+    roofline, without the monotone constraints, since bigger kernels run nearer the roofline);
+    ``base`` continues an existing booster (adapting a shipped model to a new machine with a
+    few hundred measurements)."""
     import xgboost as xgb
 
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r}; known: {OBJECTIVES}")
     x = sample_features(samples)
     y = np.log2(np.array([s.kernel_us for s in samples]))
+    params = {**PARAMS, **(params or {})}
+    if objective == "residual":
+        y = y - np.log2(roofline_from_features(x))
+        params.pop("monotone_constraints", None)
     data = xgb.DMatrix(x, label=y, feature_names=list(NAMES))
-    return xgb.train({**PARAMS, **(params or {})}, data, num_boost_round=rounds, xgb_model=base)
+    return xgb.train(params, data, num_boost_round=rounds, xgb_model=base)
 
 
 class KernelModel:
@@ -271,4 +303,7 @@ class KernelModel:
     def predict_us(self, x: np.ndarray) -> np.ndarray:
         if len(x) == 0:
             return np.zeros(0)
-        return np.exp2(self.booster.inplace_predict(x, validate_features=False)).astype(np.float64)
+        out = np.exp2(self.booster.inplace_predict(x, validate_features=False)).astype(np.float64)
+        if self.metadata.get("objective") == "residual":
+            out *= roofline_from_features(x)
+        return out
