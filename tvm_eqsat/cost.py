@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from . import ops
 from .features import KERNEL_OPS, featurize, flops, nbytes
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
@@ -41,6 +43,14 @@ class Machine:
         """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
         gbs = self.cache_gbs if traffic <= self.cache_bytes else self.bandwidth_gbs
         return 1.0 / (gbs * 1e3)
+
+    def busy_us(self, flops, traffic):
+        """The larger of a kernel's compute and memory time (the roofline, without the launch),
+        for scalars or arrays of FLOPs and bytes moved."""
+        traffic = np.asarray(traffic, dtype=np.float64)
+        in_cache = (traffic <= self.cache_bytes) & (self.cache_gbs > 0)
+        per_byte = 1.0 / (np.where(in_cache, self.cache_gbs, self.bandwidth_gbs) * 1e3)
+        return np.maximum(np.asarray(flops, dtype=np.float64) / (self.peak_gflops * 1e3), traffic * per_byte)
 
 
 MACHINES = {  # (target kind, build flow) -> machine
@@ -75,17 +85,15 @@ class RooflineCostModel:
             return EPSILON_US
         m = self.machine
         traffic = nbytes(out_ty) + sum(nbytes(t) for t in in_tys)
-        mem_us = traffic * m.us_per_byte(traffic)
         spec = ops.BY_NAME.get(op)
         kind = spec.kind if spec is not None else ops.KERNEL  # opaque: assume its own kernel
         if kind == ops.VIEW:
-            return EPSILON_US + 0.01 * mem_us
+            return EPSILON_US + 0.01 * traffic * m.us_per_byte(traffic)
         if kind == ops.ELEMWISE:
+            mem_us = traffic * m.us_per_byte(traffic)
             return EPSILON_US + EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
-        compute_us = flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3)
-        if op == OPAQUE:
-            compute_us = 0.0
-        return EPSILON_US + m.launch_us + max(compute_us, mem_us)
+        work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
+        return EPSILON_US + m.launch_us + float(m.busy_us(work, traffic))
 
 
 class LearnedCostModel:

@@ -132,13 +132,13 @@ def _ilp_nodes(g: ClassGraph, productive: set[int], shrink: bool) -> tuple[list[
 STALL_S = 5.0
 
 
-def _stall_stop(h, start_cost: float | None, stall_s: float) -> dict:
+def _stall_stop(h, start_cost: float, stall_s: float) -> dict:
     """Interrupt the solve once ``stall_s`` seconds have passed without a solution better than
-    the start's cost (``start_cost``; None: without any solution).  Returns the watch's state."""
+    the start's cost.  Returns the watch's state."""
     import highspy
 
     kinds = highspy.cb.HighsCallbackType
-    state = {"best": math.inf if start_cost is None else start_cost, "improved_at": None, "stalled": False}
+    state = {"best": start_cost, "improved_at": None, "stalled": False}
     t0 = time.perf_counter()
 
     def callback(kind, _message, data_out, data_in, _user):

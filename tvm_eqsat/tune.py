@@ -277,12 +277,13 @@ def _read_budgets(work_dir) -> dict[str, int]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def budgets_by_hash(work_dir) -> dict[str, int]:
-    """The budgets by kernel structure alone: a task's name numbers its fused function within
-    the module it came from (``fused_conv2d13_add9_relu9`` in one variant of a model is
-    ``fused_conv2d17_add9_relu9`` in another), so the same kernel must be found by its hash."""
+def budgets_by_hash(work_dir, budgets: dict[str, int] | None = None) -> dict[str, int]:
+    """The budgets (``work_dir``'s, or ``budgets`` as read) by kernel structure alone: a task's
+    name numbers its fused function within the module it came from (``fused_conv2d13_add9_relu9``
+    in one variant of a model is ``fused_conv2d17_add9_relu9`` in another), so the same kernel
+    must be found by its hash."""
     out: dict[str, int] = {}
-    for key, trials in _read_budgets(work_dir).items():
+    for key, trials in (_read_budgets(work_dir) if budgets is None else budgets).items():
         h = key.rsplit("-", 1)[1]
         out[h] = max(trials, out.get(h, 0))
     return out
@@ -311,7 +312,7 @@ def prune_database(work_dir: str | os.PathLike, out_dir: str | os.PathLike, min_
     budgets = _read_budgets(work_dir)
     with tempfile.TemporaryDirectory() as tmp:
         open_database(work_dir).dump_pruned(open_database(tmp))
-        by_hash = budgets_by_hash(work_dir)
+        by_hash = budgets_by_hash(work_dir, budgets)
         dst = open_database(out)
         for record in open_database(tmp).get_all_tuning_records():
             if min_trials and by_hash.get(kernel_hash(record.workload.mod), 0) < min_trials:

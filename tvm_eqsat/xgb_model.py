@@ -217,13 +217,12 @@ def roofline_from_features(x: np.ndarray, machine: tuple[str, str] = RESIDUAL_MA
     ``cost.RooflineCostModel`` prices a kernel node."""
     from .cost import MACHINES
 
-    m = MACHINES[machine]
     flops = np.exp2(x[:, NAMES.index("log_flops")].astype(np.float64))
     traffic = np.exp2(x[:, NAMES.index("log_bytes_in")].astype(np.float64)) + np.exp2(
         x[:, NAMES.index("log_bytes_out")].astype(np.float64)
     )
-    gbs = np.where(traffic <= m.cache_bytes, m.cache_gbs, m.bandwidth_gbs)
-    return m.launch_us + np.maximum(flops / (m.peak_gflops * 1e3), traffic / (np.maximum(gbs, 1e-9) * 1e3))
+    m = MACHINES[machine]
+    return m.launch_us + m.busy_us(flops, traffic)
 
 
 def train(
