@@ -217,6 +217,22 @@ def _shape_info(ty: TensorTy, cache: dict) -> tuple:
     return info
 
 
+def _conv_geometry(attrs: tuple) -> tuple:
+    """What a conv's attributes give its features, once per distinct attrs: the weight's O,
+    H and W axes, the output's and input's C axes, (stride, dilation, log groups, padding)
+    and channels-last."""
+    strides, padding, dilation, groups, data_layout, kernel_layout = attrs[:6]
+    return (
+        kernel_layout.index("O"),
+        (attrs[6] or data_layout).index("C"),
+        kernel_layout.index("H"),
+        kernel_layout.index("W"),
+        data_layout.index("C"),
+        (max(strides), max(dilation), _log(groups), sum(padding)),
+        float(data_layout.endswith("C")),
+    )
+
+
 def featurize(items: Sequence[tuple]) -> np.ndarray:
     """``features(*item)`` for many items, as one (n, len(NAMES)) matrix.
 
@@ -235,6 +251,7 @@ def featurize(items: Sequence[tuple]) -> np.ndarray:
     counts: list[tuple] = []  # op column, n_inputs, out rank, in0 rank, dtype bytes
     conv: list[tuple] = []  # (row, kh, kw, stride, dilation, groups, pad, depthwise, channels_last)
     cache: dict = {}
+    conv_attrs: dict = {}  # a conv's attrs -> _conv_geometry (many convs share them)
     ones = (1,) * _MAX_RANK
     for i, (op, attrs, in_tys, out_ty) in enumerate(items):
         out = out_ty if type(out_ty) is TensorTy else _main_out(out_ty)
@@ -251,9 +268,13 @@ def featurize(items: Sequence[tuple]) -> np.ndarray:
             m, nn = (a[-2] if len(a) > 1 else 1), (b[-1] if len(b) > 1 else 1)
             work, gemm = 2.0 * o_numel * k, (m, nn, k, max(o_numel / max(m * nn, 1), 1))
         elif op == "Conv2d" and len(infos) == 2:
-            o = infos[1][4][attrs[5].index("O")]
+            geo = conv_attrs.get(attrs)
+            if geo is None:
+                geo = conv_attrs[attrs] = _conv_geometry(attrs)
+            w = infos[1][4]
+            o = w[geo[0]]
             work = 2.0 * o_numel * infos[1][0] / max(o, 1)
-            spatial = o_numel / max(out.shape[(attrs[6] or attrs[4]).index("C")], 1)
+            spatial = o_numel / max(out.shape[geo[1]], 1)
             gemm = (spatial, o, infos[1][0] / max(o, 1), 1)
         else:
             work, gemm = (5.0 * infos[0][0] if op == "BatchNorm" and infos else float(o_numel)), (1, 1, 1, 1)
@@ -271,21 +292,9 @@ def featurize(items: Sequence[tuple]) -> np.ndarray:
             )
         )
         if op == "Conv2d" and len(infos) == 2:
-            strides, padding, dilation, groups, data_layout, kernel_layout = attrs[:6]
-            w = infos[1][4]
-            conv.append(
-                (
-                    i,
-                    w[kernel_layout.index("H")],
-                    w[kernel_layout.index("W")],
-                    max(strides),
-                    max(dilation),
-                    _log(groups),
-                    sum(padding),
-                    float(groups == infos[0][4][data_layout.index("C")] and groups > 1),
-                    float(data_layout.endswith("C")),
-                )
-            )
+            groups = attrs[3]
+            depthwise = float(groups == infos[0][4][geo[4]] and groups > 1)
+            conv.append((i, w[geo[2]], w[geo[3]], *geo[5], depthwise, geo[6]))
     if not rows:
         return x
     r = np.asarray(rows)

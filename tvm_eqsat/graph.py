@@ -10,6 +10,8 @@ whose variable leaves are the node's children, so they are rebuilt as they were.
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,10 +34,7 @@ class TensorTy:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -45,6 +44,7 @@ class TensorTy:
 Ty = TensorTy | tuple  # a tuple of Ty for tuple-valued nodes
 
 
+@functools.lru_cache(maxsize=64)
 def dtype_bytes(dtype: str) -> int:
     if dtype == "bool":
         return 1
