@@ -72,15 +72,15 @@ def describe(before: Counter, after: Counter) -> list[str]:
     convs_after = after["conv2d NCHW"] + after["conv2d NHWC"]
     if after["conv2d NHWC"] > before["conv2d NHWC"]:
         out.append(f"{after['conv2d NHWC'] - before['conv2d NHWC']} of {convs_after} convs run in NHWC")
-    as_matmuls = after["matmul of a conv weight"] - before["matmul of a conv weight"]
-    if as_matmuls > 0:
+    as_matmuls = max(after["matmul of a conv weight"] - before["matmul of a conv weight"], 0)
+    if as_matmuls:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
     if convs_after < convs_before:
         out.append(f"{convs_before} convs merged into {convs_after}")
     if after["batch_norm"] < before["batch_norm"]:
         out.append(f"{_n(before['batch_norm'] - after['batch_norm'], 'batch_norm')} folded into the convs")
-    matmuls_before, matmuls_after = before["matmul"], after["matmul"] - max(as_matmuls, 0)
+    matmuls_before, matmuls_after = before["matmul"], after["matmul"] - as_matmuls
     if matmuls_after < matmuls_before:
         out.append(f"{matmuls_before} matmuls merged into {matmuls_after}")
     regions = after["conv2d NHWC"] > before["conv2d NHWC"]
