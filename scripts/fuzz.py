@@ -500,11 +500,10 @@ def _isolate(progs: list[Program], mode: str, opts: dict, err: Exception) -> lis
 
 
 def rewritten_variant(mod, families, func: str):
-    """``mod`` with ``func``'s block replaced by its most rewritten equivalent (tests/helpers)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from helpers import rewritten_variant as variant
+    """``mod`` with ``func``'s block replaced by its most rewritten equivalent."""
+    from tvm_eqsat.forms import rewritten_form
 
-    return variant(mod, families, func)
+    return rewritten_form(mod, families, func)
 
 
 # ---------------------------------------------------------------- shrinking

@@ -62,46 +62,13 @@ __all__ = ["tensor", "const", "module", "native_ops", "relax_ops", "assert_close
 
 
 def rewritten_variant(mod: tvm.IRModule, rules, func: str = "main"):
-    """Grow main's first block with ``rules`` and extract the term using the most rewritten nodes.
+    """The term of ``func``'s first block using the most rewritten nodes (``forms.
+    rewritten_form``): rebuilt as Relax, it must compute what the original computes, a
+    check of the rules' right-hand sides that does not depend on a cost model choosing
+    them.  Returns (new module, rules applied, whether the graph changed)."""
+    from tvm_eqsat.forms import rewritten_form
 
-    Every e-node that is not one of the original graph's nodes costs 1, an original
-    one 10, so the exact extractor picks rewritten forms wherever they exist.  Rebuilt
-    as Relax, it must compute what the original computes: a check of the rules'
-    right-hand sides that does not depend on the cost model choosing them.
-    Returns (new module, rules applied).
-    """
-    import time
-
-    from tvm_eqsat.egraph import TensorEGraph
-    from tvm_eqsat.extract import choice_to_graph, extract
-    from tvm_eqsat.rules import load_library
-    from tvm_eqsat.saturate import saturate
-    from tvm_eqsat.transform import _with_blocks
-
-    f = mod[func]
-    block = f.body.blocks[0]
-    g = graph.graph_from_block(block)
-    library = load_library().select(rules)
-    eg = TensorEGraph(g, library.program())
-    grown = saturate(eg, library.families, node_limit=20000, iter_limit=8, deadline=time.monotonic() + 60)
-    snap = eg.snapshot()
-    original = {
-        (n.op, n.attrs, tuple(snap.root_of[i] for i in n.inputs))
-        for nid, n in enumerate(g.nodes)
-        if nid in snap.root_of
-    }
-
-    def cost(cls, node):
-        if not node.children:
-            return 0.001
-        return 10.0 if (node.op, node.attrs, node.children) in original else 1.0
-
-    roots = [snap.root_of[nid] for _, nid in g.outputs]
-    new_graph = choice_to_graph(snap, extract(snap, roots, cost, "ilp", 60), g)
-    new_func = _with_blocks(f, [graph.block_from_graph(new_graph)] + list(f.body.blocks[1:]))
-    new_mod = mod.clone()
-    new_mod[mod.get_global_var(func)] = new_func
-    return new_mod, grown.rules_applied, new_graph.signature() != g.signature()
+    return rewritten_form(mod, rules, func)
 
 
 def load_script(name: str):

@@ -281,6 +281,18 @@ def test_opt_in_families_run_only_when_named():
     assert report.functions["main"].rules_applied.get("conv2d-1x1-nchw-matmul", 0) == 1
 
 
+def test_a_winograd_conv_is_checked_and_reported_as_one_conv():
+    """winograd (opt-in): the roofline takes the Winograd form of a wide 3x3 conv; the
+    module computes the direct conv's values, and the report names one conv as Winograd,
+    not its tile conv, matmuls and transposes."""
+    x = tensor("x", (1, 128, 14, 14))
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((128, 128, 3, 3)), padding=1))))
+    new, report = optimize(mod, "llvm", rules=["winograd"], cost_model="roofline")
+    assert report.functions["main"].changes == ["1 conv as Winograd F(2x2, 3x3)"]
+    assert relax_ops(new)["relax.matmul"] == 3  # the weight transform, folded when TVM builds
+    assert_close(mod, new, rtol=1e-5)
+
+
 def test_report_says_what_changed_in_words():
     """Counted on the graphs, not on the rules that fired: both batch norms fold, and the
     summary and the JSON say so."""

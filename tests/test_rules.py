@@ -3,7 +3,7 @@ graph computes the same values through TVM; it does not fire where a guard is fa
 
 import numpy as np
 import pytest
-from helpers import assert_close, const, module, rewritten_variant, tensor
+from helpers import assert_close, const, module, relax_ops, rewritten_variant, tensor
 from tvm import relax
 from tvm.relax import op as R
 
@@ -667,6 +667,36 @@ def conv2d_patchify_matmul(seed, positive):
     return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride)))), ["conv2d-patchify-matmul"]
 
 
+# ---- winograd: 3x3 convs as Winograd F(2x2, 3x3)
+
+
+def conv2d_winograd_f2(seed, positive):
+    """Batch 1 and 2, padding 1 and 0 (even output sides, square and not); negative: stride 2."""
+    rng = _rng(seed)
+    n, c, k = 1 + seed % 2, int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    pad = 1 - seed % 2
+    size = (6, 8) if pad else (8, 10)  # a 6x8 output either way
+    x, w = tensor("x", (n, c, *size)), const((k, c, 3, 3), seed=seed)
+    stride = 1 if positive else 2
+    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad)))), [
+        "conv2d-winograd-f2"
+    ]
+
+
+def conv2d_winograd_f2_even(seed, positive):
+    """An odd output height (seed 0) or width (seed 1), asymmetric padding (top 0, left 1,
+    bottom 1, right 0); negative: even sides."""
+    rng = _rng(seed)
+    c, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+    h, v = (8, 7) if seed % 2 == 0 else (7, 6)  # outputs 7x6 and 6x5
+    if not positive:
+        h, v = 7, 7
+    x, w = tensor("x", (1, c, h, v)), const((k, c, 3, 3), seed=seed)
+    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=(0, 1, 1, 0))))), [
+        "conv2d-winograd-f2-even"
+    ]
+
+
 BUILDERS = {
     **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
     **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
@@ -726,6 +756,8 @@ BUILDERS = {
     "conv2d-1x1-nhwc-matmul": conv2d_1x1_nhwc_matmul,
     "conv2d-1x1-nchw-matmul": conv2d_1x1_nchw_matmul,
     "conv2d-patchify-matmul": conv2d_patchify_matmul,
+    "conv2d-winograd-f2": conv2d_winograd_f2,
+    "conv2d-winograd-f2-even": conv2d_winograd_f2_even,
 }
 
 
@@ -748,6 +780,30 @@ def test_rule_does_not_fire_when_guard_is_false(name):
     mod, rules = BUILDERS[name](0, False)
     _, applied, _ = rewritten_variant(mod, rules)
     assert applied.get(name, 0) == 0, applied
+
+
+def test_winograd_family_on_odd_sides_and_batch_two():
+    """Both winograd rules together, through the pass: the roofline takes Winograd for a
+    wide conv with an odd-sided output, computed on the next even size and cropped; the
+    values are the direct conv's within 1e-5."""
+    x, w = tensor("x", (2, 96, 15, 14)), const((96, 96, 3, 3), seed=3)
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=1))))
+    new, report = tvm_eqsat.optimize(mod, "llvm", rules=["winograd"], cost_model="roofline")
+    applied = report.functions["main"].rules_applied
+    assert applied.get("conv2d-winograd-f2-even") and applied.get("conv2d-winograd-f2"), applied
+    ops = relax_ops(new)
+    assert ops["relax.strided_slice"] == 1 and ops["relax.nn.conv2d"] == 1 and ops["relax.matmul"] == 3, ops
+    assert_close(mod, new, rtol=1e-5)
+
+
+def test_tables_refuse_an_unknown_name_or_shape():
+    from tvm_eqsat.tables import table
+
+    assert table("winograd-f2-output", (4, 16), "float32").dtype == np.float32
+    with pytest.raises(ValueError, match="unknown table"):
+        table("winograd-f6", (4, 16), "float32")
+    with pytest.raises(ValueError, match="has shape"):
+        table("winograd-f2-output", (16, 4), "float32")
 
 
 def test_merge_groups_are_the_compatible_kernels_on_one_input():

@@ -17,6 +17,7 @@ NAMES = {
     "permute_dims": ("transpose", "transposes"),
     "matmul": ("matmul", "matmuls"),
     "matmul of a conv weight": ("conv as a matmul", "convs as matmuls"),
+    "winograd": ("conv as Winograd F(2x2, 3x3)", "convs as Winograd F(2x2, 3x3)"),
     "concat": ("concat", "concats"),
     "split": ("split", "splits"),
     "pool NHWC": ("NHWC pool", "NHWC pools"),
@@ -30,6 +31,12 @@ def census(graph: TensorGraph) -> Counter:
     counts: Counter = Counter()
     for node in graph.nodes:
         if node.is_const:
+            continue
+        if any(_from_table(graph, i) for i in node.inputs):
+            # a Winograd conv (winograd.egg) is counted once, by its output transform; its
+            # tile transform (a conv) and its product (a matmul) are not counted again
+            if node.op == "Matmul" and graph.nodes[node.inputs[0]].op == "Table":
+                counts["winograd"] += 1
             continue
         if node.op == "Conv2d":
             counts[f"conv2d {node.attrs[4]}"] += 1
@@ -60,6 +67,15 @@ def _conv_weight(graph: TensorGraph, i: int) -> bool:
     return node.is_const and node.op != "Matmul" and len(shape) == 4
 
 
+def _from_table(graph: TensorGraph, i: int) -> bool:
+    """Is node ``i`` a constant computed from a rule's table (tables.py), seen through
+    reshapes, broadcasts and the first operand of matmuls (a transformed weight)?"""
+    node = graph.nodes[i]
+    while node.is_const and node.op in ("Reshape", "Permute", "BroadcastTo", "Matmul"):
+        node = graph.nodes[node.inputs[0]]
+    return node.op == "Table"
+
+
 def _n(count: int, key: str) -> str:
     one, many = NAMES.get(key, (key, key))
     return f"{count} {one if count == 1 else many}"
@@ -76,6 +92,10 @@ def describe(before: Counter, after: Counter) -> list[str]:
     if as_matmuls:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
+    as_winograd = max(after["winograd"] - before["winograd"], 0)
+    if as_winograd:
+        out.append(_n(as_winograd, "winograd"))
+        convs_before -= as_winograd
     if convs_after < convs_before:
         out.append(f"{convs_before} convs merged into {convs_after}")
     if after["batch_norm"] < before["batch_norm"]:
@@ -86,6 +106,8 @@ def describe(before: Counter, after: Counter) -> list[str]:
     regions = after["conv2d NHWC"] > before["conv2d NHWC"]
     for key in ("permute_dims", "pool NHWC", "concat", "split"):
         d = after[key] - before[key]
+        if key == "permute_dims":  # a Winograd conv's two transposes are part of it
+            d -= 2 * as_winograd
         if d > 0:
             out.append(f"{_n(d, key)} added" + (" at layout boundaries" if key == "permute_dims" and regions else ""))
         elif d < 0:

@@ -24,6 +24,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from . import ops
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorGraph, TensorTy, Ty
+from .tables import table
 
 
 class NotCovered(Exception):
@@ -237,6 +238,7 @@ SEMANTICS: dict[str, Callable[[list, tuple], Any]] = {
     "BatchNorm": _batch_norm,
     "Pad": lambda xs, a: np.pad(xs[0], [(a[0][2 * i], a[0][2 * i + 1]) for i in range(xs[0].ndim)]),
     "Full": lambda xs, a: np.full(a[0], a[1], dtype=FLOAT),
+    "Table": lambda xs, a: table(a[0], tuple(a[1]), FLOAT),
     "LayerNorm": _float_only(_layer_norm),
     "Softmax": _float_only(_softmax),
     "MaxPool2d": _pool("max"),

@@ -325,6 +325,17 @@ def _build_strided_slice(xs, a):
     return relax.op.strided_slice(xs[0], axes, begin, end, strides, assume_inbound=inbound)
 
 
+def _read_nothing(call):
+    raise NotNative("no Relax call is read as this op")
+
+
+def _build_table(xs, a):
+    from .tables import table
+
+    name, shape, dtype = a
+    return relax.const(table(name, tuple(shape), dtype))
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -558,10 +569,12 @@ SPECS: tuple[OpSpec, ...] = (
         lambda xs, a: relax.op.mean(xs[0], list(a[0]), a[1]),
         KERNEL,
     ),
+    # a constant matrix a rule introduces (tables.py); no Relax op reads back as one
+    _spec("Table", "", 0, [("name", STR), ("shape", IVEC), ("dtype", STR)], _read_nothing, _build_table, INJECTIVE),
 )
 
 BY_NAME: dict[str, OpSpec] = {s.name: s for s in SPECS}
-BY_RELAX_OP: dict[str, OpSpec] = {s.relax_op: s for s in SPECS}
+BY_RELAX_OP: dict[str, OpSpec] = {s.relax_op: s for s in SPECS if s.relax_op}
 
 # Structural node kinds of the tensor language (not Relax operators).
 INPUT, CONST, OPAQUE, TUPLE_NODE, TGET = "Input", "Const", "Opaque", "Tuple", "TGet"
@@ -577,7 +590,7 @@ def native_spec(call) -> OpSpec | None:
 
 
 def native_op_names() -> list[str]:
-    return sorted(s.relax_op for s in SPECS)
+    return sorted(s.relax_op for s in SPECS if s.relax_op)
 
 
 def read_call(spec: OpSpec, call) -> tuple[list[Any], tuple]:

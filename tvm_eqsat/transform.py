@@ -130,7 +130,7 @@ def make_options(**options: Any) -> Options:
 NEEDS_LAYOUT_COSTS = ("nhwc",)
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``
-OPT_IN = ("conv_matmul",)
+OPT_IN = ("conv_matmul", "winograd")
 
 
 def _library(opts: Options, cost=None) -> RuleLibrary:

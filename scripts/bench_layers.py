@@ -1,0 +1,180 @@
+"""Single conv layers in each form a family creates, tuned and timed: the measurements
+that say whether a family pays, and whether the cost models choose it where it does.
+
+For each 3x3 conv shape of the suite (ResNet-50's and VGG-19's, full size, batch 1, pad 1,
+constant weights, followed by a ReLU), the direct conv is timed against its Winograd
+F(2x2, 3x3) form as ``winograd.egg`` writes it (extracted with ``forms.rewritten_form``,
+whatever a cost model would choose).  Both are tuned with MetaSchedule (``--trials`` per
+kernel, one work database, so a rerun tunes nothing) or built with default schedules
+(``--flow default``), checked against each other, and timed interleaved.  Beside each
+measurement: the form the pass chooses with its cost model for that flow (``auto``) and
+the speedup that model predicts, so a wrong choice shows.
+
+    python scripts/bench_layers.py --flow tuned --trials 32
+
+writes ``benchmarks/results/layers-winograd-llvm-<flow>[-t<trials>].{json,md}``; shapes
+already in the JSON are skipped (the run resumes after an interruption).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from tvm_eqsat import optimize, provenance, timing, tune
+from tvm_eqsat.forms import rewritten_form
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark import MS_LOG_LEVEL  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+# (name, channels in, spatial size, channels out): the distinct 3x3 stride-1 convs of
+# full-size ResNet-50 (conv2_x..conv5_x) and VGG-19 (conv1..conv5)
+SHAPES = [
+    ("resnet50-conv2", 64, 56, 64),
+    ("resnet50-conv3", 128, 28, 128),
+    ("resnet50-conv4", 256, 14, 256),
+    ("resnet50-conv5", 512, 7, 512),
+    ("vgg19-conv3", 256, 56, 256),
+    ("vgg19-conv4", 512, 28, 512),
+    ("vgg19-conv5", 512, 14, 512),
+    ("vgg19-conv2", 128, 112, 128),
+    ("vgg19-conv1", 64, 224, 64),
+]
+
+
+def conv_layer(c: int, size: int, k: int, seed: int = 0):
+    """conv2d(3x3, pad 1) + relu on a (1, c, size, size) input, weights bound; and the input."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((k, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
+    x = relax.Var("x", relax.TensorType((1, c, size, size), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[1, 1, 1, 1]))
+            out = bb.emit_output(bb.emit(relax.op.nn.relu(y)))
+        bb.emit_func_output(out)
+    return bb.get(), rng.standard_normal((1, c, size, size)).astype("float32")
+
+
+def _direct_3x3(op: str, attrs: tuple, in_tys) -> bool:
+    """A 3x3 conv (the direct form): avoided, so that the Winograd form is extracted."""
+    return op == "Conv2d" and tuple(in_tys[1].shape[2:]) == (3, 3)
+
+
+def winograd_form(mod):
+    new, applied, changed = rewritten_form(mod, ["winograd"], avoid=_direct_3x3)
+    if not changed or not applied.get("conv2d-winograd-f2"):
+        raise RuntimeError(f"the winograd rules made no Winograd form here: {applied}")
+    return new
+
+
+def measure(shape, flow: str, trials: int, work_dir: str, repeat: int, min_ms: float) -> dict:
+    name, c, size, k = shape
+    mod, x = conv_layer(c, size, k)
+    forms = {"direct": mod, "winograd": winograd_form(mod)}
+    _, report = optimize(mod, "llvm", flow=flow, rules=["winograd"])
+    f = report.functions["main"]
+    row = {
+        "layer": name,
+        "shape": [1, c, size, size, k],
+        "pass_choice": "winograd" if any("Winograd" in s for s in f.changes) else "direct",
+        "cost_model": report.cost_model,
+        "predicted_speedup": f.cost_before / f.cost_after if f.cost_after else None,
+    }
+    dev, samplers, outs, build_s, executables = tvm.cpu(), {}, {}, {}, {}
+    for form, m in forms.items():
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            db = tune.tune(m, "llvm", work_dir, trials, progress=True) if flow == "tuned" else None
+            ex = tune.build(m, "llvm", db)
+        build_s[form] = round(time.perf_counter() - t, 1)
+        executables[form] = ex
+        vm, args, samplers[form], _ = timing.tvm_sampler(ex, dev, [x], min_ms)
+        outs[form] = vm["main"](*args).numpy()
+    ref = outs["direct"]
+    row["max_rel_diff"] = float(np.abs(outs["winograd"] - ref).max() / max(np.abs(ref).max(), 1e-30))
+    times = timing.time_interleaved(samplers, repeat)
+    for form, ts in times.items():
+        row[f"{form}_ms"] = float(np.median(ts))
+        row[f"{form}_p10_p90"] = [float(np.percentile(ts, 10)), float(np.percentile(ts, 90))]
+    row["speedup"] = row["direct_ms"] / row["winograd_ms"]
+    # where the time goes, kernel by kernel (for the cost models: which part of a form is slow)
+    row["kernels_us"] = {
+        form: {k: round(us, 1) for k, us in ks.items() if us >= 1.0}
+        for form, ks in timing.kernel_times(executables, dev, [x]).items()
+    }
+    row["right_choice"] = (row["speedup"] > 1) == (row["pass_choice"] == "winograd")
+    row["tune_and_build_s"] = build_s
+    return row
+
+
+def markdown(data: dict) -> str:
+    lines = [
+        f"# 3x3 convs, direct vs Winograd F(2x2, 3x3): llvm, {data['flow']} flow"
+        + (f", {data['trials']} trials per kernel" if data["flow"] == "tuned" else ""),
+        "",
+        f"Machine: {data['machine']['machine']}, {data['machine']['cpus']} cores.  Runs: "
+        + "; ".join(f"`{c}`" for c in data["commands"])
+        + f".  Median of {data['repeat']} "
+        "interleaved samples; conv + ReLU, batch 1, pad 1, constant weights.",
+        "",
+        "| layer | C, HxW, K | direct ms | Winograd ms | Winograd speedup | max rel diff | pass chooses "
+        "(model, predicted) | right |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["rows"]:
+        _, c, s, _, k = r["shape"]
+        lines.append(
+            f"| {r['layer']} | {c}, {s}x{s}, {k} | {r['direct_ms']:.3f} | {r['winograd_ms']:.3f} | "
+            f"{r['speedup']:.2f}x | {r['max_rel_diff']:.1e} | {r['pass_choice']} ({r['cost_model']}, "
+            f"{r['predicted_speedup']:.2f}x) | {'yes' if r['right_choice'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--flow", choices=["default", "tuned"], default="tuned")
+    ap.add_argument("--trials", type=int, default=32)
+    ap.add_argument("--layers", nargs="+", default=[s[0] for s in SHAPES], choices=[s[0] for s in SHAPES])
+    ap.add_argument("--work-dir", default=str(Path.home() / ".cache" / "tvm_eqsat" / "layers-llvm"))
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--min-ms", type=float, default=50.0)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
+    stem = f"layers-winograd-llvm-{args.flow}" + (f"-t{args.trials}" if args.flow == "tuned" else "")
+    out = ROOT / "benchmarks" / "results" / stem
+    data = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {"rows": []}
+    data.update(
+        flow=args.flow,
+        trials=args.trials,
+        repeat=args.repeat,
+        machine=provenance.machine(),
+    )
+    data.setdefault("commands", []).append("python " + " ".join(sys.argv))  # each run that added rows
+    done = {r["layer"] for r in data["rows"]}
+    for shape in SHAPES:
+        if shape[0] not in args.layers or shape[0] in done:
+            continue
+        print(f"{shape[0]}: C={shape[1]} {shape[2]}x{shape[2]} K={shape[3]}", file=sys.stderr, flush=True)
+        row = measure(shape, args.flow, args.trials, args.work_dir, args.repeat, args.min_ms)
+        print(json.dumps(row), flush=True)
+        data["rows"].append(row)
+        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+        out.with_suffix(".md").write_text(markdown(data))
+
+
+if __name__ == "__main__":
+    main()

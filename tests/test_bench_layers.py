@@ -1,0 +1,35 @@
+"""scripts/bench_layers.py builds each layer's forms: the Winograd form is extracted even
+where a cost model would not choose it, and computes the direct conv's values."""
+
+from helpers import assert_close, load_script, relax_ops
+
+layers = load_script("bench_layers")
+
+
+def test_the_winograd_form_is_extracted_whatever_the_cost():
+    """A narrow conv with odd sides: no cost model would take Winograd here, the forced
+    extraction does (padded to even, cropped back)."""
+    mod, _ = layers.conv_layer(4, 7, 6)
+    new = layers.winograd_form(mod)
+    ops = relax_ops(new)
+    assert ops["relax.matmul"] == 3 and ops["relax.strided_slice"] == 1, ops
+    assert ops["relax.nn.conv2d"] == 1  # the tile transform; the 3x3 conv is gone
+    assert_close(mod, new, rtol=1e-5)
+
+
+def test_markdown_marks_a_wrong_choice():
+    row = {
+        "layer": "l",
+        "shape": [1, 64, 56, 56, 64],
+        "direct_ms": 3.0,
+        "winograd_ms": 4.0,
+        "speedup": 0.75,
+        "max_rel_diff": 1e-6,
+        "pass_choice": "winograd",
+        "cost_model": "roofline",
+        "predicted_speedup": 1.5,
+        "right_choice": False,
+    }
+    data = {"flow": "tuned", "trials": 32, "repeat": 15, "commands": ["c"], "machine": {"machine": "m", "cpus": 2}}
+    text = layers.markdown({**data, "rows": [row]})
+    assert "| l | 64, 56x56, 64 | 3.000 | 4.000 | 0.75x |" in text and "**no**" in text

@@ -1,0 +1,53 @@
+"""Constant matrices that rules introduce: the Winograd transforms.
+
+A rule names one as ``(Table name shape dtype)``; the rebuilt module holds it as a Relax
+constant, so a product of a table and a weight folds at compile time like any weight-only
+subgraph.  The shape is part of the term (the e-graph's shape analysis reads it) and is
+checked against the table here.
+
+Winograd F(2x2, 3x3) (Lavin and Gray, 2016) computes a 2x2 output tile of a 3x3
+convolution from a 4x4 input tile ``d`` and the 3x3 kernel ``g`` as
+``A^T [(G g G^T) * (B^T d B)] A``: 16 multiplications instead of 36.  The tables are the
+three transforms as Kronecker products, laid out for the Relax form of ``winograd.egg``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+# the interpolation points 0, 1, -1 (and infinity): every entry is 0, +-1 or +-1/2, so
+# the transforms add no rounding error of their own beyond the sums
+_BT = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64)
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+_AT = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)
+
+
+def _kron(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """(a*p + b, i*q + j) -> left[a, i] * right[b, j]: a 2-D transform of a tile, as a matrix."""
+    return np.einsum("ai,bj->abij", left, right).reshape(left.shape[0] * right.shape[0], -1)
+
+
+TABLES: dict[str, np.ndarray] = {
+    # input transform as 16 4x4 conv kernels (one per output position r = xi*4 + nu):
+    # a grouped conv at stride 2 turns every overlapping 4x4 tile into B^T d B
+    "winograd-f2-input": _kron(_BT, _BT).reshape(1, 16, 1, 4, 4),
+    # weight transform: (16, 9) times the kernels as columns of 9 taps gives G g G^T
+    "winograd-f2-weight": _kron(_G, _G),
+    # output transform: (4, 16) times the 16 products gives the 2x2 tile A^T m A
+    "winograd-f2-output": _kron(_AT, _AT),
+}
+
+
+@functools.cache
+def table(name: str, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """The named table in ``dtype``; a ValueError if the name or shape is not a table's."""
+    if name not in TABLES:
+        raise ValueError(f"unknown table {name!r} (known: {', '.join(sorted(TABLES))})")
+    data = TABLES[name]
+    if tuple(shape) != data.shape:
+        raise ValueError(f"table {name!r} has shape {data.shape}, not {tuple(shape)}")
+    out = data.astype(dtype)
+    out.setflags(write=False)
+    return out
