@@ -1,4 +1,4 @@
-"""Effective memory bandwidth of TVM-built GEMVs and concats by traffic size.
+"""Effective memory bandwidth of TVM-built GEMVs, concats and transposes by traffic size.
 
 The roofline cost model (``tvm_eqsat.cost.MACHINES``) prices a memory-bound kernel by
 the bytes it moves.  A batch-1 matmul (``1 x k @ k x n``) is all weight traffic, and in
@@ -10,7 +10,8 @@ as the pass targets, and writes one row per kernel:
     python scripts/measure_bandwidth.py --flow tuned --trials 8
 
 The committed ``benchmarks/results/bandwidth-llvm.json`` is the source of the
-``("llvm", "tuned")`` machine's two tiers.
+``("llvm", "tuned")`` machine's two tiers, ``bandwidth-llvm-permute.json`` (``--ops Permute
+--trials 32``) of its transpose bandwidth.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ CASES = [
     ("Concat", (0,), (_t(1, 64), _t(1, 64))),
     ("Concat", (0,), (_t(1, 512), _t(1, 512))),
     ("Concat", (0,), (_t(256, 512), _t(256, 512))),
+    # transposes the rules create: a Winograd conv's tiles laid out for its batched matmul
+    # (the four layers of ResNet-50), an NCHW <-> NHWC region boundary, a matrix transpose
+    ("Permute", ((2, 1, 0, 3),), (_t(1, 64, 16, 784),)),
+    ("Permute", ((2, 1, 0, 3),), (_t(1, 128, 16, 196),)),
+    ("Permute", ((2, 1, 0, 3),), (_t(1, 256, 16, 49),)),
+    ("Permute", ((2, 1, 0, 3),), (_t(1, 512, 16, 16),)),
+    ("Permute", ((0, 2, 3, 1),), (_t(1, 64, 56, 56),)),
+    ("Permute", ((0, 3, 1, 2),), (_t(1, 14, 14, 256),)),
+    ("Permute", ((1, 0),), (_t(768, 3072),)),
 ]
 
 
@@ -67,13 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         help="MetaSchedule database, so re-runs only re-time",
     )
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--ops", nargs="+", default=None, help="only these ops' cases (e.g. Permute)")
     p.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/bandwidth-<target>.json")
     args = p.parse_args(argv)
     target = tvm.target.Target(args.target)
     out = args.out or Path(__file__).resolve().parent.parent / f"benchmarks/results/bandwidth-{target.kind.name}.json"
 
     rows = []
-    for op, attrs, ins in tqdm(CASES, unit="kernel"):
+    cases = [c for c in CASES if args.ops is None or c[0] in args.ops]
+    for op, attrs, ins in tqdm(cases, unit="kernel"):
         w = Workload(op, attrs, ins)
         m = measure(w, target, flow=args.flow, trials=args.trials, work_dir=args.work_dir, repeat=args.repeat)
         traffic = nbytes(kernel_out_ty(w)) + sum(nbytes(t) for t in ins)

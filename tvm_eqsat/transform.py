@@ -130,16 +130,23 @@ def make_options(**options: Any) -> Options:
 NEEDS_LAYOUT_COSTS = ("nhwc",)
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``
-OPT_IN = ("conv_matmul", "winograd")
+OPT_IN = ("conv_matmul",)
+# families on by default in one build flow only, where their choices were checked end to end;
+# in the other they run only when named.  winograd, default flow: 1.26x on full ResNet-50,
+# 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/results/family-winograd-
+# llvm-default.json); tuned flow: the roofline also takes it on a 64-channel layer that loses
+# (0.75x, benchmarks/results/layers-winograd-llvm-tuned-t32.md)
+FLOW_ONLY = {"winograd": "default"}
 
 
 def _library(opts: Options, cost=None) -> RuleLibrary:
-    """The rules to run: ``opts.rules``, or by default every family less ``OPT_IN`` (and
-    less ``NEEDS_LAYOUT_COSTS`` when ``cost`` cannot price layouts)."""
+    """The rules to run: ``opts.rules``, or by default every family less ``OPT_IN``, less
+    the ``FLOW_ONLY`` families of the other flow (and less ``NEEDS_LAYOUT_COSTS`` when
+    ``cost`` cannot price layouts)."""
     library = load_library()
     if opts.rules is not None:
         return library.select(opts.rules)
-    skip = set(OPT_IN)
+    skip = set(OPT_IN) | {f for f, flow in FLOW_ONLY.items() if flow != opts.flow}
     if cost is not None and not cost_mod.prices_layouts(cost):
         skip |= set(NEEDS_LAYOUT_COSTS)
     return library.select([f for f in library.families if f not in skip])
