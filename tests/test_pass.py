@@ -282,8 +282,8 @@ def test_opt_in_families_run_only_when_named():
 
 
 def test_winograd_runs_by_default_in_the_default_flow_only():
-    """FLOW_ONLY: winograd is on in the default flow (where its choices were timed end to
-    end), off in the tuned flow unless named."""
+    """FLOW_ONLY: winograd is on in the llvm default flow (where its choices were timed end
+    to end), off in the tuned flow and on CUDA unless named."""
     x = tensor("x", (1, 128, 14, 14))
     mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((128, 128, 3, 3)), padding=1))))
     _, report = optimize(mod, "llvm", flow="default")
@@ -292,6 +292,8 @@ def test_winograd_runs_by_default_in_the_default_flow_only():
     assert "conv2d-winograd-f2" not in report.functions["main"].rules_applied
     _, report = optimize(mod, "llvm", flow="tuned", rules=["winograd"])
     assert report.functions["main"].rules_applied.get("conv2d-winograd-f2", 0) == 1
+    _, report = optimize(mod, {"kind": "cuda", "arch": "sm_80"}, flow="default")
+    assert "conv2d-winograd-f2" not in report.functions["main"].rules_applied
 
 
 def test_a_winograd_conv_is_checked_and_reported_as_one_conv():

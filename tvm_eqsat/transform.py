@@ -131,22 +131,22 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``
 OPT_IN = ("conv_matmul",)
-# families on by default in one build flow only, where their choices were checked end to end;
-# in the other they run only when named.  winograd, default flow: 1.26x on full ResNet-50,
-# 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/results/family-winograd-
-# llvm-default.json); tuned flow: the roofline also takes it on a 64-channel layer that loses
-# (0.75x, benchmarks/results/layers-winograd-llvm-tuned-t32.md)
-FLOW_ONLY = {"winograd": "default"}
+# families on by default for one (target kind, build flow) only, where their choices were
+# checked end to end; elsewhere they run only when named.  winograd, llvm default flow: 1.26x
+# on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/results/
+# family-winograd-llvm-default.json); llvm tuned flow: the roofline also takes it on a
+# 64-channel layer that loses (0.75x, layers-winograd-llvm-tuned-t32.md); CUDA: not measured
+FLOW_ONLY = {"winograd": ("llvm", "default")}
 
 
-def _library(opts: Options, cost=None) -> RuleLibrary:
+def _library(opts: Options, cost=None, target_kind: str = "llvm") -> RuleLibrary:
     """The rules to run: ``opts.rules``, or by default every family less ``OPT_IN``, less
-    the ``FLOW_ONLY`` families of the other flow (and less ``NEEDS_LAYOUT_COSTS`` when
-    ``cost`` cannot price layouts)."""
+    the ``FLOW_ONLY`` families of other targets and flows (and less ``NEEDS_LAYOUT_COSTS``
+    when ``cost`` cannot price layouts)."""
     library = load_library()
     if opts.rules is not None:
         return library.select(opts.rules)
-    skip = set(OPT_IN) | {f for f, flow in FLOW_ONLY.items() if flow != opts.flow}
+    skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if where != (target_kind, opts.flow)}
     if cost is not None and not cost_mod.prices_layouts(cost):
         skip |= set(NEEDS_LAYOUT_COSTS)
     return library.select([f for f in library.families if f not in skip])
@@ -362,7 +362,7 @@ def _ill_formed(mod: tvm.IRModule) -> str | None:
 def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: bool = False):
     start = time.perf_counter()
     cost = cost_mod.make_cost_model(opts.cost_model, target.kind.name, opts.flow)
-    library = _library(opts, cost)
+    library = _library(opts, cost, target.kind.name)
     ctx = _Context(opts, library, library.program(), cost, time.monotonic() + opts.time_limit_s)
     report = Report(str(target), opts.to_dict(), ctx.cost.name)
     new_mod = mod.clone()
