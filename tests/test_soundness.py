@@ -97,7 +97,7 @@ def _with_rules(monkeypatch, text: str, names=("bad",)):
     """Make the pass load the shipped rules plus ``text`` (a family named "bad")."""
     extra = parse_rules(text, "bad")
     library = RuleLibrary(load_library().rules + tuple(extra))
-    monkeypatch.setattr(transform, "_library", lambda opts, cost=None: library)
+    monkeypatch.setattr(transform, "_library", lambda opts, cost=None, target_kind="llvm": library)
 
 
 def _relu_block(shape=(2, 3)):
