@@ -226,6 +226,34 @@ def test_opaque_calls_are_random_functions_of_their_inputs():
     )
 
 
+def test_rounding_of_a_sound_rewrite_reaches_an_opaque_call_unchanged():
+    """(x + c1) + c2 -> x + (c1 + c2) (add-assoc-const) rounds differently: the few elements
+    that cancel to near zero differ by far more than 1e-5 of themselves (1e-3 here) while
+    the tensors agree to 1e-7 of their scale.  The opaque call after it (R.equal) must get
+    the same stand-in value, or a sound rewrite fails validation (BERT-base on CUDA, merged
+    Q/K/V matmuls feeding the attention mask's R.equal: difference 1.71 at the output)."""
+
+    def body(bb, x):
+        y = bb.emit(R.add(R.add(x, const((256, 256), seed=1)), const((256, 256), seed=2)))
+        return R.equal(y, relax.const(float("-inf"), "float32"))  # not modelled: opaque
+
+    g = graph.graph_from_block(module([tensor("x", (256, 256))], body)["main"].body.blocks[0])
+    inner, outer = (i for i, n in enumerate(g.nodes) if n.op == "Add")
+    (x, c1), c2 = g.nodes[inner].inputs, g.nodes[outer].inputs[1]
+    ty = g.nodes[outer].ty
+    nodes = list(g.nodes)
+    nodes[inner] = graph.Node("Add", (), (c1, c2), ty, True)  # c1 + c2
+    nodes[outer] = graph.Node("Add", (), (x, inner), ty, False)  # x + (c1 + c2)
+    rewritten = g.with_nodes(nodes, g.outputs)
+    interp = Interpreter()
+    (y0,), (y1,) = interp.outputs_of(
+        [g.with_nodes(g.nodes, [(None, outer)]), rewritten.with_nodes(nodes, [(None, outer)])]
+    )
+    assert 0 < relative_difference(y0, y1) < 1e-6 and not np.allclose(y0, y1, rtol=1e-5, atol=0)  # rounding only
+    result = validate(g, rewritten)
+    assert result.ok and result.max_rel_diff == 0.0, result
+
+
 @pytest.mark.parametrize("size, stride, pad", [(3, 2, 0), (3, 2, 1), (2, 2, 0), (3, 3, 1)])
 @pytest.mark.parametrize("hw", [7, 8, 13])
 def test_interpreter_max_pool_ceil_mode_matches_tvm(size, stride, pad, hw):

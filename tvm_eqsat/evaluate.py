@@ -395,15 +395,19 @@ def _held(value):
     return value.astype(FLOAT) if value.dtype == np.float64 else value
 
 
+OPAQUE_RTOL = 1e-5  # float inputs of an opaque call that agree to this, relative to their scale, are equal
+
+
 def _close(a, b) -> bool:
+    """Whether an opaque call's inputs ``b`` are those of an earlier call ``a``: integers and
+    booleans exactly, floats to OPAQUE_RTOL of the tensor's largest finite magnitude (as
+    ``relative_difference`` measures outputs).  Element-wise relative closeness is too strict:
+    a sound rewrite that rounds differently (a merged matmul, a reassociated add) moves the
+    elements that cancel to near zero by far more than 1e-5 of themselves."""
     fa, fb = flatten(a), flatten(b)
     return len(fa) == len(fb) and all(
         x.shape == y.shape
-        and (
-            np.array_equal(x, y, equal_nan=True)
-            if x.dtype != FLOAT
-            else np.allclose(x, y, rtol=1e-5, atol=1e-30, equal_nan=True)
-        )
+        and (np.array_equal(x, y, equal_nan=True) if x.dtype != FLOAT else relative_difference(x, y) <= OPAQUE_RTOL)
         for x, y in zip(fa, fb)
     )
 
