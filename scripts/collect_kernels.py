@@ -337,19 +337,52 @@ def main(argv: list[str] | None = None) -> None:
 WORKLOADS = "workloads.json"  # kept with a bundle: what each of its entries is
 
 
+GROUP = 48  # workloads per library in a bundle: one nvcc run each, not one per kernel
+
+
+def _group_library(out: Path, stem: str, group: list, tgt) -> list[tuple[int, dict]]:
+    """Compile the workloads ``[(index, workload)]`` as the functions ``w<index>`` of one
+    library (one by one where the group as a whole does not build; a workload that does
+    not build alone is skipped); returns ``[(index, manifest row)]``."""
+    from tvm_eqsat import bundle, tune
+
+    funcs = {f"w{i}": workload_module(w)["main"].with_attr("global_symbol", f"w{i}") for i, w in group}
+    try:
+        file = bundle.add_library(out, stem, tune.build(tvm.IRModule(funcs), tgt), tgt)
+    except Exception as err:  # noqa: BLE001 - a workload TVM cannot build is skipped, not fatal
+        if len(group) == 1:
+            logging.warning("skipped %s: %s", stem, str(err).splitlines()[0][:200])
+            return []
+        return [row for i, w in group for row in _group_library(out, f"{stem}_{i}", [(i, w)], tgt)]
+    rows = []
+    for i, _ in group:
+        params = funcs[f"w{i}"].params
+        specs = [([int(d) for d in v.ty.shape.values], str(v.ty.dtype)) for v in params]
+        rows.append((i, {"name": f"w{i}", "file": file, "function": f"w{i}", "inputs": specs}))
+    return rows
+
+
 def bundle_workloads(todo, target: dict, out_dir: str, python: str | None, repeat: int) -> None:
-    """The workloads compiled (the target's default flow) into a runtime-only bundle."""
+    """The workloads compiled (the target's default flow) into a runtime-only bundle,
+    ``GROUP`` to a library."""
     from tvm_eqsat import bundle
 
-    entries, info = [], {}
-    for i, (model, source, w) in enumerate(tqdm(todo, desc="compiling", file=sys.stderr)):
-        entries.append(bundle.Entry(f"w{i}", workload_module(w), number=10, repeat=repeat))
-        info[f"w{i}"] = {"model": model, "source": source, "workload": w.to_json(), "out_ty": ty_json(kernel_out_ty(w))}
-    path = bundle.build_bundle(
-        entries, tvm.target.Target(target), out_dir, python_version=python or bundle.DEVICE_PYTHON, expected=False
-    )
+    tgt = tvm.target.Target(target)
+    out, manifest = bundle.new_bundle(out_dir, tgt)
+    info = {}
+    groups = [list(enumerate(todo))[k : k + GROUP] for k in range(0, len(todo), GROUP)]
+    with bundle.cuda_compile_env(tgt):
+        for g, group in enumerate(tqdm(groups, desc=f"compiling ({GROUP} to a library)", file=sys.stderr)):
+            for i, row in _group_library(out, f"lib{g}", [(i, item[2]) for i, item in group], tgt):
+                model, source, w = todo[i]
+                manifest["entries"].append({**row, "number": 10, "repeat": repeat})
+                info[row["name"]] = {
+                    "model": model, "source": source, "workload": w.to_json(), "out_ty": ty_json(kernel_out_ty(w))
+                }  # fmt: skip
+    manifest["rounds"] = 1
+    path = bundle.finish_bundle(out, manifest, python or bundle.DEVICE_PYTHON)
     (path / WORKLOADS).write_text(json.dumps(info))
-    print(f"{path}: {len(entries)} kernels, {bundle.bundle_bytes(path) / 2**20:.1f} MiB; run {path}/run.py there")
+    print(f"{path}: {len(info)} kernels, {bundle.bundle_bytes(path) / 2**20:.1f} MiB; run {path}/run.py there")
 
 
 def rows_from_bundle(bundle_dir: str, results: str, target_kind: str, flow: str, out: Path) -> None:

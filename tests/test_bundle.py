@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
+from pathlib import Path
 
 import pytest
 from helpers import const, load_script, module, tensor
@@ -26,8 +28,9 @@ def test_llvm_bundle_runs_with_the_runtime_only(tmp_path):
         tmp_path / "b",
         python_version=f"{sys.version_info.major}.{sys.version_info.minor}",
     )
-    assert bundle.bundle_bytes(path) < bundle.LIMIT_BYTES
-    assert not list(path.rglob("libtvm_compiler.so")) and list(path.rglob("libtvm_runtime.so"))
+    assert bundle.bundle_bytes(path) < bundle.room_bytes() < bundle.LIMIT_BYTES
+    packed = [Path(n).name for n in tarfile.open(path / "runtime.tar.gz").getnames()]
+    assert "libtvm_runtime.so" in packed and "libtvm_compiler.so" not in packed
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
     subprocess.run(
@@ -41,13 +44,56 @@ def test_llvm_bundle_runs_with_the_runtime_only(tmp_path):
     assert row["max_rel_diff"] < 1e-5  # the device run computes what this machine computed
 
 
+def test_lifted_weights_compute_what_the_bound_ones_did():
+    """lift_constants only moves the large constants into parameters: fed the same
+    values, main computes the same; small constants stay."""
+    import numpy as np
+
+    from tvm_eqsat import verify
+
+    x = tensor("x", (8, 32))
+    w, bias = const((32, 16)), const((16,))
+    mod = module([x], lambda bb, x: R.add(bb.emit(R.matmul(x, w)), bias))
+    lifted, specs = bundle.lift_constants(mod, min_bytes=32 * 16 * 4)
+    assert specs == [([32, 16], "float32")] and len(lifted["main"].params) == 2
+    args = verify.random_inputs(mod["main"])
+    got = verify.run(lifted, args + [w.value.numpy()])[0]
+    np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-6)
+    assert len(mod["main"].params) == 1  # the input module is left as it was
+
+
+def test_device_weights_leave_the_library_and_are_made_by_the_runner(tmp_path):
+    x = tensor("x", (8, 256))
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.matmul(x, const((256, 512))))))  # 512 KiB of weights
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    sizes = {}
+    for weights in ("bound", "device"):
+        path = bundle.build_bundle(
+            [bundle.Entry("m", mod, number=1, repeat=2, weights=weights)], "llvm", tmp_path / weights, python_version=py
+        )
+        sizes[weights] = (path / "m.so.gz").stat().st_size
+    assert sizes["device"] < sizes["bound"] - 400_000
+    (entry,) = json.loads((path / "manifest.json").read_text())["entries"]
+    assert entry["weights"] == 1 and entry["inputs"][-1] == [[256, 512], "float32"] and "expected" not in entry
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    subprocess.run(
+        [sys.executable, str(path / "run.py"), "--out", str(tmp_path / "out")],
+        check=True, env=env, capture_output=True, timeout=300,
+    )  # fmt: skip
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert not result["failures"], result["failures"]
+    assert result["rows"][0]["median_ms"] > 0 and "max_rel_diff" not in result["rows"][0]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_bundle_for_the_device_fits_and_carries_its_python(tmp_path):
     """CUDA kernels compiled with nvcc, the tvm_ffi wheel for the device's Python 3.12
     (downloaded from PyPI once): what a device run takes, under its 64 MiB."""
     path = bundle.build_bundle([bundle.Entry("mlp", _mlp())], {"kind": "cuda", "arch": "sm_90"}, tmp_path / "b")
-    assert bundle.bundle_bytes(path) < bundle.LIMIT_BYTES
+    assert bundle.bundle_bytes(path) < bundle.room_bytes()
+    assert "libtvm_runtime_cuda.so" in [Path(n).name for n in tarfile.open(path / "runtime.tar.gz").getnames()]
+    assert list((path / "fatbin").glob("*.fatbin.gz"))  # compiled here: the runtime-only device cannot
     assert list((path / "wheels").glob("apache_tvm_ffi-*-cp312-*.whl"))
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["target_kind"] == "cuda" and manifest["python"] == "3.12"
@@ -118,7 +164,7 @@ def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
             "--out",
             str(tmp_path / "b"),
         ]
-    )
+    )  # weights made by the runner: the libraries carry code only
     env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
     subprocess.run(
         [sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")],
@@ -140,7 +186,7 @@ def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
     )
     rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "res" / "llvm-default-small.csv"))}
     assert {"stock", "stock+tvm", "eqsat"} <= set(rows)  # both rewrite resnet50 (batch-norm folding)
-    assert all(float(r["max_rel_diff"]) < 1e-4 and float(r["median_ms"]) > 0 for r in rows.values())
+    assert all(float(r["median_ms"]) > 0 and r["max_rel_diff"] == "" for r in rows.values())
     md = (tmp_path / "res" / "llvm-default-small.md").read_text()
     assert "| resnet50 |" in md and "over the best stock variant" in md
 
@@ -181,7 +227,7 @@ def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
 
 def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
     bench = load_script("device_bench")
-    monkeypatch.setattr(bench, "RUNTIME_MIB", (bundle.LIMIT_BYTES >> 20) - 4)  # room for 4 MiB of libraries
+    monkeypatch.setattr(bench, "RUNTIME_MIB", bundle.room_bytes() / 2**20 - 2)  # room for 2 MiB of libraries
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     bench.main(
         [
@@ -196,10 +242,12 @@ def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
             py,
             "--variants",
             "stock",
+            "--weights",
+            "bound",
             "--out",
             str(tmp_path / "b"),
         ]
-    )  # 2 x (weights + 2.5 MiB of code)
+    )  # 2 x (0.2 MiB of weights + 1 MiB of code)
     parts = sorted(p.name for p in (tmp_path / "b").iterdir())
     assert parts == ["part0", "part1"]
     names = [json.loads((tmp_path / "b" / p / "manifest.json").read_text())["entries"][0]["name"] for p in parts]

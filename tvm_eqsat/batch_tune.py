@@ -72,7 +72,7 @@ def candidate_bundle(
             for c, cand in enumerate(_sample(task, target, n, seed + t)):
                 name = f"k{t}_c{c}"
                 try:
-                    tvm.compile(cand.sch.mod, target=target).export_library(str(out / f"{name}.so"))
+                    file = bundle.add_library(out, name, tvm.compile(cand.sch.mod, target=target), target)
                 except Exception as err:  # a candidate that does not build is skipped, as tuning does
                     log.info("candidate %s of %s does not build: %s", c, task.task_name, err)
                     continue
@@ -82,7 +82,7 @@ def candidate_bundle(
                     {
                         "kind": "kernel",
                         "name": name,
-                        "file": f"{name}.so",
+                        "file": file,
                         "function": "main",
                         "inputs": specs,
                         "number": number,

@@ -8,14 +8,25 @@ present: ``tvm.base._RUNTIME_ONLY``): ``tvm.runtime.load_module`` and
 
 A bundle is a folder holding:
 
-* one exported library per entry (``export_library``: the Relax VM executable and
-  its kernels, built with the target's flow: dlight on CUDA, the stock pipeline on
+* one exported library per entry, gzipped (``export_library``: the Relax VM executable
+  and its kernels, built with the target's flow: dlight on CUDA, the stock pipeline on
   llvm, or MetaSchedule records), with the expected outputs where asked;
-* ``python/tvm``: the installed tvm package without its compiler library, its C++
-  sources and third-party headers (pure Python plus the runtime libraries);
+* ``runtime.tar.gz``: the installed tvm package without its compiler library, its C++
+  sources and third-party headers (pure Python plus the runtime libraries; 17 MiB, 3.7
+  gzipped);
 * ``wheels/``: the tvm_ffi wheel for the device's Python (downloaded once from PyPI
   into ``~/.cache/tvm_eqsat/wheels``, or the installed package when the versions match);
 * ``run.py`` (``bundle_runner.py``) and ``manifest.json``.
+
+A library can carry its model's weights (``weights="bound"``) or leave them to the
+device (``weights="device"``): the target's pipeline runs up to its fusion and constant
+folding (so weight-only subgraphs are folded, as in a normal build), then every large
+constant left becomes a parameter of ``main``, which the device fills with random data.
+The library then carries code only, so full-size models fit; the timing is the same,
+but the outputs cannot be compared with this machine's (the weights differ).
+
+What travels with a device run is the project's working tree as well as the bundle:
+``room_bytes()`` is what is left for the bundle.
 
     from tvm_eqsat import bundle
     path = bundle.build_bundle([bundle.Entry("mlp", mod)], "cuda", "out/bundle")
@@ -25,12 +36,15 @@ A bundle is a folder holding:
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +57,7 @@ from . import provenance
 log = logging.getLogger("tvm_eqsat")
 
 LIMIT_BYTES = 64 << 20  # what may travel with one device run, working tree included
+LIFT_MIN_BYTES = 4096  # weights="device": constants at least this large become parameters
 DEVICE_PYTHON = "3.12"  # the lent GPU machine's Python
 WHEEL_CACHE = Path.home() / ".cache" / "tvm_eqsat" / "wheels"
 _SKIP_DIRS = {"3rdparty", "src", "include", "__pycache__"}
@@ -58,20 +73,135 @@ class Entry:
     database: Any = None  # a MetaSchedule database: build with its records (None: the flow's stock build)
     number: int = 10  # runs per timing sample
     repeat: int = 30  # samples
+    weights: str = "bound"  # "bound": in the library; "device": random, made on the device (see above)
 
 
 def _input_specs(func) -> list[tuple[list[int], str]]:
     return [([int(d) for d in p.ty.shape.values], str(p.ty.dtype)) for p in func.params]
 
 
-def _copy_runtime_package(dest: Path) -> None:
-    """The installed tvm package, minus what only the compiler needs."""
+def _pack_runtime_package(dest: Path) -> None:
+    """The installed tvm package, minus what only the compiler needs, as ``dest``
+    (a .tar.gz that the runner unpacks)."""
     src = Path(tvm.__file__).resolve().parent
 
-    def ignore(folder: str, names: list[str]) -> set[str]:
-        return {n for n in names if n in _SKIP_DIRS or n in _SKIP_FILES or n.endswith(".pyc")}
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        name = Path(info.name).name
+        return None if name in _SKIP_DIRS or name in _SKIP_FILES or name.endswith(".pyc") else info
 
-    shutil.copytree(src, dest / "tvm", ignore=ignore)
+    with tarfile.open(dest, "w:gz") as tar:
+        tar.add(src, arcname="tvm", filter=keep)
+
+
+FATBIN_DIR = "fatbin"  # CUDA kernels compiled here, by the sha256 of their source
+
+
+def _precompile_cuda(out: Path, executable, target: tvm.target.Target) -> None:
+    """TVM keeps a CUDA module as source and compiles it when it is loaded, through the
+    Python callback ``tvm_callback_cuda_compile``, which the runtime-only package cannot
+    run (it needs the compiler's Target).  So compile each CUDA source here with nvcc and
+    store the fatbin by the hash of its source: the runner's callback returns it (and
+    runs the device's nvcc only for a source it does not find)."""
+    import hashlib
+
+    from tvm.support import nvcc
+
+    arch = str(target.attrs.get("arch", "sm_90"))
+    stack = list(executable.mod.imports)
+    while stack:
+        m = stack.pop()
+        stack.extend(m.imports)
+        if m.kind != "cuda":
+            continue
+        code = m.inspect_source("cuda")
+        path = out / FATBIN_DIR / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin.gz"
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            with target:
+                fatbin = nvcc.compile_cuda(code, target_format="fatbin", arch=arch, compiler="nvcc")
+            path.write_bytes(gzip.compress(bytes(fatbin)))
+
+
+def add_library(out: Path, stem: str, executable, target: tvm.target.Target) -> str:
+    """Export ``executable`` into the bundle, gzipped (CUDA libraries shrink about 4x),
+    its CUDA kernels compiled (``_precompile_cuda``); returns its file name."""
+    if target.kind.name == "cuda":
+        _precompile_cuda(out, executable, target)
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = Path(tmp) / f"{stem}.so"
+        executable.export_library(str(lib))
+        with open(lib, "rb") as src, gzip.open(out / f"{stem}.so.gz", "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return f"{stem}.so.gz"
+
+
+def room_bytes() -> int:
+    """What a bundle may take: the device limit less the project's working tree, which
+    travels with every run (the tracked files; all of 64 MiB outside a git checkout)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z"], cwd=root, check=True, capture_output=True, timeout=60
+        ).stdout.split(b"\0")
+    except (OSError, subprocess.SubprocessError):
+        return LIMIT_BYTES
+    tree = sum((root / n.decode()).stat().st_size for n in listed if n and (root / n.decode()).is_file())
+    return LIMIT_BYTES - tree
+
+
+def _pipeline_phases(target: tvm.target.Target):
+    """The target's default Relax pipeline as its four phases (the module that holds them)."""
+    from tvm.relax.backend import cpu_generic, cuda
+
+    return {"cuda": cuda.pipeline, "llvm": cpu_generic.pipeline}[target.kind.name]
+
+
+def _nbytes(ty) -> int:
+    return int(np.prod([int(d) for d in ty.shape.values])) * np.dtype(str(ty.dtype)).itemsize
+
+
+def lift_constants(mod: tvm.IRModule, min_bytes: int = LIFT_MIN_BYTES) -> tuple[tvm.IRModule, list]:
+    """``main`` with each constant of at least ``min_bytes`` turned into a new trailing
+    parameter: (the module, [(shape, dtype)] of the new parameters, in order)."""
+    from tvm import relax
+
+    lifted: list[relax.Var] = []
+
+    @relax.expr_functor.mutator
+    class Lift(relax.PyExprMutator):
+        def visit_generic_const_(self, op):
+            if not hasattr(op.ty, "shape") or _nbytes(op.ty) < min_bytes:
+                return op
+            var = relax.Var(f"weight{len(lifted)}", op.ty)
+            lifted.append(var)
+            return var
+
+    func = mod["main"]
+    body = Lift(mod).visit_expr(func.body)
+    new = relax.Function(list(func.params) + lifted, body, func.ret_ty, func.is_pure, func.attrs, func.span)
+    mod = mod.clone()
+    mod.update_func(mod.get_global_var("main"), new)
+    specs = [([int(d) for d in v.ty.shape.values], str(v.ty.dtype)) for v in lifted]
+    return mod, specs
+
+
+def build_with_device_weights(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[Any, list]:
+    """Build with the target's default pipeline, the weights left after its constant
+    folding lifted out of the library: (executable, their (shape, dtype))."""
+    phases = _pipeline_phases(target)
+    specs: list = []
+
+    @tvm.transform.module_pass(opt_level=0)
+    def pipeline(m: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with target:
+            m = tvm.transform.Sequential(phases.library_dispatch_passes(target) + phases.legalize_passes(target))(m)
+            m, found = lift_constants(m)
+            specs.extend(found)
+            return tvm.transform.Sequential(phases.dataflow_lower_passes(target) + phases.finalize_passes(target))(m)
+
+    with target:
+        ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
+    return ex, specs
 
 
 def ffi_wheel(python_version: str, dest: Path) -> Path:
@@ -123,16 +253,22 @@ def build_bundle(
     with cuda_compile_env(tgt):
         for e in entries:
             stem = e.name.replace("/", "__")
-            ex = tune.build(e.mod, tgt, e.database)
-            ex.export_library(str(out / f"{stem}.so"))
+            weights: list = []
+            if e.weights == "device":
+                if e.database is not None:
+                    raise ValueError(f"{e.name}: weights made on the device need the default flow")
+                ex, weights = build_with_device_weights(e.mod, tgt)
+            else:
+                ex = tune.build(e.mod, tgt, e.database)
             row = {
                 "name": e.name,
-                "file": f"{stem}.so",
-                "inputs": _input_specs(e.mod["main"]),
+                "file": add_library(out, stem, ex, tgt),
+                "inputs": _input_specs(e.mod["main"]) + weights,
+                "weights": len(weights),
                 "number": e.number,
                 "repeat": e.repeat,
             }
-            if expected:
+            if expected and not weights:
                 rng = np.random.default_rng(0)  # the device run's inputs: the same seed, the same order
                 inputs = [
                     rng.standard_normal(s).astype(d) if "float" in d else np.zeros(s, d) for s, d in row["inputs"]
@@ -166,10 +302,11 @@ def new_bundle(out_dir: str | os.PathLike, target: tvm.target.Target) -> tuple[P
     out = Path(out_dir)
     if out.exists():
         shutil.rmtree(out)
-    (out / "python").mkdir(parents=True)
+    out.mkdir(parents=True)
     return out, {
         "target_kind": target.kind.name,
         "target": str(target),
+        "arch": str(target.attrs.get("arch", "")),
         "entries": [],
         "built_with": provenance.record(),
     }
@@ -177,7 +314,7 @@ def new_bundle(out_dir: str | os.PathLike, target: tvm.target.Target) -> tuple[P
 
 def finish_bundle(out: Path, manifest: dict, python_version: str) -> Path:
     """Add the runtime, the runner and the manifest; check the size a run may carry."""
-    _copy_runtime_package(out / "python")
+    _pack_runtime_package(out / "runtime.tar.gz")
     if python_version == f"{sys.version_info.major}.{sys.version_info.minor}":
         _installed_ffi(out / "python")
     else:
@@ -185,9 +322,12 @@ def finish_bundle(out: Path, manifest: dict, python_version: str) -> Path:
     shutil.copy2(Path(__file__).with_name("bundle_runner.py"), out / "run.py")
     manifest["python"] = python_version
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
-    size = bundle_bytes(out)
-    if size > LIMIT_BYTES:
-        raise ValueError(f"bundle {out} is {size / 2**20:.1f} MiB, over the {LIMIT_BYTES >> 20} MiB a run may carry")
+    size, room = bundle_bytes(out), room_bytes()
+    if size > room:
+        raise ValueError(
+            f"bundle {out} is {size / 2**20:.1f} MiB, over the {room / 2**20:.1f} MiB a run may carry "
+            f"beside the project's working tree ({LIMIT_BYTES >> 20} MiB in all)"
+        )
     log.info("bundle %s: %d entries, %.1f MiB", out, len(manifest["entries"]), size / 2**20)
     return out
 

@@ -2,10 +2,12 @@
 
 This file is copied into every bundle as ``run.py`` and runs on the device machine,
 which has Python, numpy and a GPU driver but no TVM: it imports nothing from
-tvm_eqsat.  It unpacks the bundled tvm_ffi wheel, puts the bundled ``tvm`` package
-(runtime libraries only, no compiler) first on ``sys.path``, loads each exported
-library into a Relax VM, checks it against the expected outputs when the bundle has
-them, and times it with ``time_evaluator``.
+tvm_eqsat.  It unpacks the bundled tvm_ffi wheel and ``tvm`` package (runtime
+libraries only, no compiler), puts them first on ``sys.path``, loads the target's
+runtime library (``libtvm_runtime_cuda.so``: the runtime-only ``import tvm`` does not),
+loads each exported library into a Relax VM, checks it against the expected outputs
+when the bundle has them, and times it with ``time_evaluator``.  Weights left to the
+device (an entry's ``weights``: its trailing inputs) are random.
 
     python run.py [--out DIR]     # writes DIR/results.json (DIR: $OUT, else the bundle)
 """
@@ -13,10 +15,18 @@ them, and times it with ``time_evaluator``.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import glob
+import gzip
+import hashlib
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -33,22 +43,94 @@ def _runtime_path() -> None:
             with zipfile.ZipFile(wheel) as z:
                 z.extractall(site)
             marker.touch()
+    runtime = HERE / "runtime.tar.gz"
+    if runtime.exists() and not (HERE / "python" / "tvm").exists():
+        with tarfile.open(runtime) as tar:
+            tar.extractall(HERE / "python")
     os.environ["TVM_USE_RUNTIME_LIB"] = "1"
     sys.path[:0] = [str(site), str(HERE / "python")]
+
+
+def _load_target_runtime(tvm, kind: str) -> None:
+    """The runtime-only ``import tvm`` loads libtvm_runtime.so alone; CUDA modules need
+    libtvm_runtime_cuda.so (and CUDA's runtime library, which it links)."""
+    if kind != "cuda":
+        return
+    lib = Path(tvm.__file__).parent / "lib" / "libtvm_runtime_cuda.so"
+    try:
+        ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+        return
+    except OSError:
+        pass  # libcudart.so.13 not on the loader's path: look where CUDA and PyTorch keep it
+    patterns = ["/usr/local/cuda*/lib64/libcudart.so.1*", "/usr/local/cuda*/lib/libcudart.so.1*"]
+    patterns += [f"{p}/nvidia/cu*/lib/libcudart.so.1*" for p in sys.path if p.endswith("-packages")]
+    patterns += [f"{p}/nvidia/cuda_runtime/lib/libcudart.so.1*" for p in sys.path if p.endswith("-packages")]
+    for found in sorted({f for p in patterns for f in glob.glob(p)}):
+        try:
+            ctypes.CDLL(found, mode=ctypes.RTLD_GLOBAL)
+            ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
+            return
+        except OSError:
+            continue
+    ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)  # raises with the loader's own message
+
+
+COMPILES = {"cached": 0, "compiled_here": 0}  # CUDA sources loaded from the bundle's fatbins / nvcc run here
+
+
+def _register_cuda_compile(arch: str) -> None:
+    """TVM compiles a CUDA module's source when it loads it, through a Python callback
+    that needs the compiler; this one returns the fatbin the bundle holds for that
+    source (by its sha256), or runs this machine's nvcc when there is none."""
+    import tvm_ffi
+
+    def compile_cuda(code: str) -> bytes:
+        cached = HERE / "fatbin" / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin.gz"
+        if cached.exists():
+            COMPILES["cached"] += 1
+            return gzip.decompress(cached.read_bytes())
+        nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+        with tempfile.TemporaryDirectory() as tmp:
+            src, fatbin = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.fatbin"
+            src.write_text(code)
+            subprocess.run([nvcc, "--fatbin", "-O3", f"-arch={arch}", "-o", str(fatbin), str(src)], check=True)
+            COMPILES["compiled_here"] += 1
+            return fatbin.read_bytes()
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_cuda, override=True)
+
+
+def _library(name: str) -> str:
+    """The path of a bundled library, unpacked first if it was gzipped."""
+    path = HERE / name
+    if name.endswith(".gz"):
+        plain = HERE / "libs" / name[: -len(".gz")]
+        if not plain.exists():
+            plain.parent.mkdir(exist_ok=True)
+            with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        path = plain
+    return str(path)
 
 
 def _device(tvm, kind: str):
     return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
 
 
-def _args(tvm, np, specs, dev) -> list:
+def _args(tvm, np, specs, dev, weights: int = 0) -> list:
+    """Random arguments (the build's expected outputs used the same seed and order);
+    the last ``weights`` are weights, scaled down to keep deep models finite."""
     rng = np.random.default_rng(0)
-    return [
-        tvm.runtime.tensor(
-            rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype), dev
-        )
-        for shape, dtype in specs
-    ]
+    out = []
+    for i, (shape, dtype) in enumerate(specs):
+        if "float" not in dtype:
+            value = np.zeros(shape, dtype)
+        else:
+            value = rng.standard_normal(shape).astype(dtype)
+            if i >= len(specs) - weights:
+                value *= np.asarray(0.05, dtype)
+        out.append(tvm.runtime.tensor(value, dev))
+    return out
 
 
 def _stats(samples_ms: list[float]) -> dict:
@@ -64,21 +146,22 @@ def _stats(samples_ms: list[float]) -> dict:
 def prepare(tvm, VirtualMachine, entry: dict, dev, np) -> tuple[dict, object, list]:
     """Load one entry, run it once (checking its outputs against the expected ones, where
     the bundle has them): (its result row so far, its timer, its arguments)."""
-    lib = tvm.runtime.load_module(str(HERE / entry["file"]))
-    args = _args(tvm, np, entry["inputs"], dev)
+    lib = tvm.runtime.load_module(_library(entry["file"]))
+    args = _args(tvm, np, entry["inputs"], dev, entry.get("weights", 0))
     number, repeat = entry.get("number", 10), entry.get("repeat", 30)
     row = {"name": entry["name"]}
     if entry.get("kind") == "kernel":  # a compiled kernel (a MetaSchedule candidate)
         return row, lib.time_evaluator(entry["function"], dev, number=number, repeat=repeat), args
     vm = VirtualMachine(lib, dev)
-    out = vm["main"](*args)
+    function = entry.get("function", "main")
+    out = vm[function](*args)
     expected = HERE / entry["expected"] if entry.get("expected") else None
     if expected is not None and expected.exists():
         ref = np.load(expected)
         got = out.numpy() if hasattr(out, "numpy") else out[0].numpy()
         scale = float(np.max(np.abs(ref))) or 1.0
         row["max_rel_diff"] = float(np.max(np.abs(got.astype(np.float64) - ref))) / scale
-    return row, vm.time_evaluator("main", dev, number=number, repeat=repeat), args
+    return row, vm.time_evaluator(function, dev, number=number, repeat=repeat), args
 
 
 def main() -> None:
@@ -91,6 +174,9 @@ def main() -> None:
     import tvm
     from tvm.runtime.vm import VirtualMachine
 
+    _load_target_runtime(tvm, manifest["target_kind"])
+    if manifest["target_kind"] == "cuda":
+        _register_cuda_compile(manifest.get("arch", "sm_90"))
     dev = _device(tvm, manifest["target_kind"])
     prepared, failures = {}, {}
     for entry in manifest["entries"]:
@@ -114,6 +200,7 @@ def main() -> None:
         "python": platform.python_version(),
         "device": str(dev),
         "rounds": manifest.get("rounds", 1),
+        "cuda_sources": COMPILES,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     out = Path(args.out)
