@@ -11,6 +11,7 @@ entry in interleaved rounds.  ``collect`` turns that ``results.json`` into
     python scripts/device_bench.py build --small --out out/cuda-small          # here (~64 MiB at most)
     # device tool: python out/cuda-small/run.py --out $OUT
     python scripts/device_bench.py collect out/cuda-small <files_at>/results.json --small
+    python scripts/device_bench.py collect out/cuda/part0 part0.json out/cuda/part1 part1.json
 
 By default the device makes each library's weights (``--weights device``: random, made
 there, after the build folded the weight-only subgraphs; ``tvm_eqsat.bundle``), so a
@@ -43,6 +44,7 @@ FIELDS = ["model", "variant", "median_ms", "p10_ms", "p90_ms", "max_rel_diff", "
           "predicted_speedup", "changed", "rules_fired", "notes"]  # fmt: skip
 
 
+SAME_MODULE = {"eqsat": "stock", "eqsat+tvm": "stock+tvm"}  # what a variant's module is when the pass changed nothing
 RUNTIME_MIB = 8  # the runtime part of a bundle (tvm without its compiler, gzipped; the tvm_ffi wheel), with a margin
 CODE_MIB = 1.0  # a library's code beside its weights, gzipped (CUDA sm_90, small suite: 0.1-0.5 MiB measured)
 
@@ -102,19 +104,45 @@ def build(args) -> None:
     for k, (entries, info, _) in enumerate(parts):
         out = Path(args.out) / f"part{k}" if len(parts) > 1 else Path(args.out)
         path = bundle.build_bundle(entries, target, out, python_version=args.python, rounds=args.rounds)
-        (path / "variants.json").write_text(json.dumps({**info, "__left_out__": skipped}, indent=1))
+        (path / "variants.json").write_text(
+            json.dumps({**info, "__left_out__": skipped, "__variants__": args.variants}, indent=1)
+        )
         print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
 
 
 def collect(args) -> None:
-    result = json.loads(Path(args.results).read_text())
-    info = json.loads((Path(args.bundle) / "variants.json").read_text())
-    left_out = info.pop("__left_out__", {})
-    manifest = json.loads((Path(args.bundle) / "manifest.json").read_text())
+    """One results file from the device runs of a bundle's parts (``BUNDLE RESULTS`` pairs)."""
+    if len(args.pairs) % 2:
+        raise SystemExit("collect takes BUNDLE RESULTS pairs (one per part)")
     data: dict[str, dict[str, dict]] = {}
-    for row in result["rows"]:
-        model, variant = row["name"].split("/")
-        data.setdefault(model, {})[variant] = {**row, **info.get(row["name"], {}), "model": model, "variant": variant}
+    left_out: dict[str, str] = {}
+    results = []
+    for bundle_dir, results_file in zip(args.pairs[::2], args.pairs[1::2]):
+        result = json.loads(Path(results_file).read_text())
+        info = json.loads((Path(bundle_dir) / "variants.json").read_text())
+        left_out.update(info.pop("__left_out__", {}))
+        asked = info.pop("__variants__", list(VARIANTS))
+        manifest = json.loads((Path(bundle_dir) / "manifest.json").read_text())
+        results.append(result)
+        for row in result["rows"]:
+            model, variant = row["name"].split("/")
+            data.setdefault(model, {})[variant] = {
+                **row, **info.get(row["name"], {}), "model": model, "variant": variant
+            }  # fmt: skip
+        for vs in data.values():  # a variant left unchanged is timed as the module it equals
+            for variant, same in SAME_MODULE.items():
+                if (
+                    variant in asked
+                    and variant not in vs
+                    and same in vs
+                    and f"{vs[same]['model']}/{variant}" not in left_out
+                ):
+                    vs[variant] = {**vs[same], "variant": variant, "changed": 0, "notes": f"unchanged: {same}'s module"}
+    result = {
+        **results[0],
+        "failures": {k: v for r in results for k, v in r["failures"].items()},
+        "parts": [{k: v for k, v in r.items() if k != "rows"} for r in results],
+    }
     rows = []
     for vs in data.values():
         stock = float(vs["stock"]["median_ms"]) if "stock" in vs else None
@@ -131,12 +159,15 @@ def collect(args) -> None:
         m: {v: {k: str(x) for k, x in r.items()} for v, r in vs.items() if v in (*STOCK_VARIANTS, "eqsat", "eqsat+tvm")}
         for m, vs in data.items()
     }
+    device_made = any(e.get("weights") for e in manifest["entries"])
+    weights = "made on the device (random; outputs not compared there)" if device_made else "bound, outputs compared"
     lines = [
         f"# {manifest['target_kind']}, default flow (dlight){' (small models)' if args.small else ''}",
         "",
         f"Device: {result['device']}, Python {result['python']}, TVM runtime only: {result['runtime_only']}; "
         f"{result['date']}; {result['rounds']} interleaved rounds. Built with "
-        f"{manifest['built_with'].get('commit', '?')[:10]}. Variants whose module is stock's are not listed.",
+        f"{manifest['built_with'].get('commit', '?')[:10]}; weights {weights}. A variant whose module is that of "
+        "stock (eqsat+tvm: of stock+tvm) is not built again: its row repeats that one's time.",
         "",
         *best_stock_table(table_data),
     ]
@@ -181,8 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     b.add_argument("--python", default=bundle.DEVICE_PYTHON, help="the device's Python (major.minor)")
     b.add_argument("--out", required=True)
     c = sub.add_parser("collect", help="results.json from the device -> results files")
-    c.add_argument("bundle")
-    c.add_argument("results")
+    c.add_argument("pairs", nargs="+", metavar="BUNDLE RESULTS", help="each part's bundle folder and results.json")
     c.add_argument("--small", action="store_true")
     c.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)

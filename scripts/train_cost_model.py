@@ -246,6 +246,11 @@ def main() -> None:
         choices=OBJECTIVES,
         help="what the booster learns: log2 latency, or log2 of latency over the tuned roofline (residual)",
     )
+    p.add_argument(
+        "--measured-on",
+        default=None,
+        help="the machine the dataset was timed on, for the report (default: this one; say it for a device's data)",
+    )
     args = p.parse_args()
     if args.from_database:
         out = Path(args.out or Path(args.from_database) / "cost_model")
@@ -287,8 +292,8 @@ def main() -> None:
         "from_database": args.from_database,
         "tvm": provenance.version("apache-tvm"),
         "xgboost": provenance.version("xgboost"),
-        "machine": provenance.cpu_name(),
-        "cores": _cores(),
+        "machine": args.measured_on or provenance.cpu_name(),
+        "cores": None if args.measured_on else _cores(),
         "date": datetime.date.today().isoformat(),
         "finetuned_from": args.finetune_from,
         "objective": args.objective,
@@ -306,7 +311,9 @@ def main() -> None:
         "",
         f"Produced by `{command}` on {metadata['date']} "
         f"from `{metadata['dataset']}` ({len(samples)} kernels; flows: {', '.join(flows)}; "
-        f"machine: {metadata['machine']}, {metadata['cores']} cores; TVM {metadata['tvm']})."
+        f"measured on: {metadata['machine']}"
+        + (f", {metadata['cores']} cores" if metadata["cores"] else "")
+        + f"; TVM {metadata['tvm']})."
         + (f" Fine-tuned from `{args.finetune_from}`." if args.finetune_from else "")
         + (
             " The booster learns the log of latency over the tuned roofline (`--objective residual`)."
