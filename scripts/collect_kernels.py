@@ -4,10 +4,12 @@ Workloads (``--sources``): every kernel (op + the element-wise epilogue FuseOps
 fuses into it) of the benchmark models' imports (``model``), every kernel the
 rewrite rules create from them (``rewrite``: found in the saturated e-graphs:
 merged matmuls/convs, ...), random shape variants around them (``variant``),
-and the kernels of the module the pass returns for the flow (``chosen``: what
+the kernels of the module the pass returns for the flow (``chosen``: what
 extraction picked with the current cost model; measuring these and retraining
 corrects the model exactly where the search trusted it, so repeat until no new
-kernel appears).  Each is built with the target's deployment flow
+kernel appears), and those of the benchmark's stronger stock variants (``tvm``: TVM's
+graph passes, NHWC; e.g. a batch norm folded into a depthwise conv with its fused
+epilogue, 3.3x slower under dlight on the H100 than the conv and batch norm apart).  Each is built with the target's deployment flow
 (``tuned``: MetaSchedule with --trials candidates; ``default``: stock pipeline,
 dlight on CUDA) and timed with ``time_evaluator``.  Rows are appended to the
 CSV as they are measured, so an interrupted run resumes where it stopped.
@@ -111,7 +113,19 @@ def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
     return out
 
 
-SOURCES = ("model", "rewrite", "variant", "chosen")
+SOURCES = ("model", "rewrite", "variant", "chosen", "tvm")
+
+
+def tvm_variant_workloads(model: models.Model, target: dict) -> list[Workload]:
+    """The kernels of the benchmark's stronger stock variants (TVM's graph passes, and
+    ConvertLayout to NHWC): forms such as a batch norm folded into a depthwise conv,
+    whose fused epilogue the rules' own kernels (no epilogue) do not show."""
+    from benchmark import make_variant
+
+    tgt = tvm.target.Target(target)
+    return [
+        w for name in ("stock+tvm", "stock+nhwc") for w in module_workloads(make_variant(name, model.mod, tgt, {}).mod)
+    ]
 
 
 def chosen_workloads(model: models.Model, target: dict, flow: str) -> list[Workload]:
@@ -153,6 +167,9 @@ def gather(
         if "chosen" in sources:
             for w in chosen_workloads(model, target or {"kind": "llvm"}, flow):
                 add(name, "chosen", w)
+        if "tvm" in sources:
+            for w in tvm_variant_workloads(model, target or {"kind": "llvm"}):
+                add(name, "tvm", w)
     return out
 
 

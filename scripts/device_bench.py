@@ -159,6 +159,12 @@ def collect(args) -> None:
         m: {v: {k: str(x) for k, x in r.items()} for v, r in vs.items() if v in (*STOCK_VARIANTS, "eqsat", "eqsat+tvm")}
         for m, vs in data.items()
     }
+    built = manifest["built_with"]
+    dirty = (
+        f" with {len(built['uncommitted'])} files changed (sources sha256 {built.get('sources_sha256')})"
+        if built.get("uncommitted")
+        else ""
+    )
     device_made = any(e.get("weights") for e in manifest["entries"])
     weights = "made on the device (random; outputs not compared there)" if device_made else "bound, outputs compared"
     lines = [
@@ -166,7 +172,7 @@ def collect(args) -> None:
         "",
         f"Device: {result['device']}, Python {result['python']}, TVM runtime only: {result['runtime_only']}; "
         f"{result['date']}; {result['rounds']} interleaved rounds. Built with "
-        f"{manifest['built_with'].get('commit', '?')[:10]}; weights {weights}. A variant whose module is that of "
+        f"{manifest['built_with'].get('commit', '?')[:10]}{dirty}; weights {weights}. A variant whose module is that of "
         "stock (eqsat+tvm: of stock+tvm) is not built again: its row repeats that one's time.",
         "",
         *best_stock_table(table_data),

@@ -296,6 +296,33 @@ def test_winograd_runs_by_default_in_the_default_flow_only():
     assert "conv2d-winograd-f2" not in report.functions["main"].rules_applied
 
 
+def test_grouped_batch_norm_folding_is_off_for_cuda_default_flow_only():
+    """NOT_FOR: folding a batch norm into a depthwise conv leaves an epilogue that dlight
+    fuses into a 2-62x slower kernel; llvm keeps the family, CUDA's default flow does not."""
+    x = tensor("x", (1, 32, 28, 28))
+
+    def body(bb, x):
+        y = bb.emit(R.nn.conv2d(x, const((32, 1, 3, 3)), padding=1, groups=32))
+        bn = bb.emit(
+            R.nn.batch_norm(
+                y,
+                *(const((32,), seed=s) for s in range(3)),
+                relax.const(np.full(32, 1.5, "float32")),
+                axis=1,
+                training=False,
+            )
+        )
+        return R.clip(relax.TupleGetItem(bn, 0), 0.0, 6.0)
+
+    mod = module([x], body)
+    _, report = optimize(mod, "llvm", flow="default", cost_model="roofline")
+    assert report.functions["main"].rules_applied.get("conv2d-batch-norm-fold-grouped", 0) == 1
+    _, report = optimize(mod, {"kind": "cuda", "arch": "sm_90"}, flow="default", cost_model="roofline")
+    assert "conv2d-batch-norm-fold-grouped" not in report.functions["main"].rules_applied
+    _, report = optimize(mod, {"kind": "cuda", "arch": "sm_90"}, flow="default", rules=["bn_fold_grouped"])
+    assert report.functions["main"].rules_applied.get("conv2d-batch-norm-fold-grouped", 0) == 1
+
+
 def test_a_winograd_conv_is_checked_and_reported_as_one_conv():
     """winograd: the roofline takes the Winograd form of a wide 3x3 conv; the
     module computes the direct conv's values, and the report names one conv as Winograd,

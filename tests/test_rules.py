@@ -345,6 +345,25 @@ def conv2d_batch_norm_fold(seed, positive):
     return module([x] + ([] if positive else [wt]), body), ["conv2d-batch-norm-fold"]
 
 
+def conv2d_batch_norm_fold_grouped(seed, positive):
+    """Depthwise (even seeds) or grouped by 2; negative: a dense conv, which the grouped
+    rule must leave to conv2d-batch-norm-fold."""
+    rng = _rng(seed)
+    groups_per = int(rng.integers(1, 3))  # channels per group: 1 = depthwise
+    g, size = int(rng.integers(2, 4)), int(rng.integers(6, 10))
+    c = g * groups_per
+    groups = g if positive else 1
+    x = tensor("x", (1, c, size, size))
+    w = const((c, c // groups, 3, 3), seed=seed)
+
+    def body(bb, x):
+        y = bb.emit(R.nn.conv2d(x, w, strides=1, padding=1, groups=groups))
+        bn = bb.emit(R.nn.batch_norm(y, *_bn_consts(c, seed + 1), axis=1, epsilon=1e-5, training=False))
+        return R.clip(relax.TupleGetItem(bn, 0), 0.0, 6.0)
+
+    return module([x], body), ["conv2d-batch-norm-fold-grouped"]
+
+
 # ---- matmul family
 
 
@@ -731,6 +750,7 @@ BUILDERS = {
     "conv2d-add-weights": conv2d_add_weights,
     "conv2d-mul-channel": conv2d_mul_channel,
     "conv2d-batch-norm-fold": conv2d_batch_norm_fold,
+    "conv2d-batch-norm-fold-grouped": conv2d_batch_norm_fold_grouped,
     "matmul-factor-left": _matmul_factor("left"),
     "matmul-factor-right": _matmul_factor("right"),
     "matmul-assoc-const": matmul_assoc_const,
