@@ -498,7 +498,10 @@ def test_flow_picks_the_shipped_model_of_that_build_flow():
     # auto: the learned model where it ranks kernels better (default flow), else the roofline
     assert isinstance(cost.make_cost_model("auto", "llvm", "default"), cost.LearnedCostModel)
     assert isinstance(cost.make_cost_model("auto", "llvm", "tuned"), cost.RooflineCostModel)
-    assert isinstance(cost.make_cost_model("auto", "cuda", "default"), cost.RooflineCostModel)  # none shipped
+    cuda = cost.make_cost_model("auto", "cuda", "default")  # timed on the H100 through bundles
+    assert isinstance(cuda, cost.LearnedCostModel) and cuda.kernels.metadata["target"] == "cuda"
+    assert cost.prices_layouts(cuda)  # NHWC convs measured: the nhwc family runs on CUDA too
+    assert isinstance(cost.make_cost_model("auto", "cuda", "tuned"), cost.RooflineCostModel)  # none shipped
     with pytest.raises(ValueError, match="flow"):
         tvm_eqsat.make_options(flow="fast")
     with pytest.raises(ValueError, match="flow"):
