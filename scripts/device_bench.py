@@ -149,7 +149,7 @@ def collect(args) -> None:
         for r in vs.values():
             r["speedup_vs_stock"] = f"{stock / float(r['median_ms']):.4f}" if stock else ""
             rows.append({k: r.get(k, "") for k in FIELDS})
-    stem = f"{manifest['target_kind']}-default{'-small' if args.small else ''}"
+    stem = f"{manifest['target_kind']}-default{'-small' if args.small else ''}{'-' + args.tag if args.tag else ''}"
     out = Path(args.out_dir)
     with open(out / f"{stem}.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     c = sub.add_parser("collect", help="results.json from the device -> results files")
     c.add_argument("pairs", nargs="+", metavar="BUNDLE RESULTS", help="each part's bundle folder and results.json")
     c.add_argument("--small", action="store_true")
+    c.add_argument("--tag", default="", help="results file name suffix (a rerun of the same bundle, say)")
     c.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
     build(args) if args.command == "build" else collect(args)
