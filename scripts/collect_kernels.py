@@ -9,9 +9,9 @@ extraction picked with the current cost model; measuring these and retraining
 corrects the model exactly where the search trusted it, so repeat until no new
 kernel appears), and those of the benchmark's stronger stock variants (``tvm``: TVM's
 graph passes, NHWC; e.g. a batch norm folded into a depthwise conv with its fused
-epilogue, 3.3x slower under dlight on the H100 than the conv and batch norm apart).  Each is built with the target's deployment flow
-(``tuned``: MetaSchedule with --trials candidates; ``default``: stock pipeline,
-dlight on CUDA) and timed with ``time_evaluator``.  Rows are appended to the
+epilogue, which dlight on the H100 runs 2-62x slower than the bare conv).  Each is
+built with the target's deployment flow (``tuned``: MetaSchedule with --trials
+candidates; ``default``: stock pipeline, dlight on CUDA) and timed with ``time_evaluator``.  Rows are appended to the
 CSV as they are measured, so an interrupted run resumes where it stopped.
 
 ``--elementwise`` instead calibrates what element-wise ops cost per element in the

@@ -176,7 +176,7 @@ def main() -> None:
 
     _load_target_runtime(tvm, manifest["target_kind"])
     if manifest["target_kind"] == "cuda":
-        _register_cuda_compile(manifest.get("arch", "sm_90"))
+        _register_cuda_compile(manifest.get("arch") or "sm_90")
     dev = _device(tvm, manifest["target_kind"])
     prepared, failures = {}, {}
     for entry in manifest["entries"]:
