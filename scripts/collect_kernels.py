@@ -373,8 +373,7 @@ def _group_library(out: Path, stem: str, group: list, tgt) -> list[tuple[int, di
         return [row for i, w in group for row in _group_library(out, f"{stem}_{i}", [(i, w)], tgt)]
     rows = []
     for i, _ in group:
-        params = funcs[f"w{i}"].params
-        specs = [([int(d) for d in v.ty.shape.values], str(v.ty.dtype)) for v in params]
+        specs = bundle.var_specs(funcs[f"w{i}"].params)
         rows.append((i, {"name": f"w{i}", "file": file, "function": f"w{i}", "inputs": specs}))
     return rows
 

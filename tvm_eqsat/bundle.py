@@ -76,8 +76,9 @@ class Entry:
     weights: str = "bound"  # "bound": in the library; "device": random, made on the device (see above)
 
 
-def _input_specs(func) -> list[tuple[list[int], str]]:
-    return [([int(d) for d in p.ty.shape.values], str(p.ty.dtype)) for p in func.params]
+def var_specs(variables) -> list[tuple[list[int], str]]:
+    """(shape, dtype) of each Relax variable: the arguments the runner makes for them."""
+    return [([int(d) for d in v.ty.shape.values], str(v.ty.dtype)) for v in variables]
 
 
 def _pack_runtime_package(dest: Path) -> None:
@@ -106,14 +107,10 @@ def _precompile_cuda(out: Path, executable, target: tvm.target.Target) -> None:
 
     from tvm.support import nvcc
 
+    from .measure import cuda_sources
+
     arch = str(target.attrs.get("arch", "sm_90"))
-    stack = list(executable.mod.imports)
-    while stack:
-        m = stack.pop()
-        stack.extend(m.imports)
-        if m.kind != "cuda":
-            continue
-        code = m.inspect_source("cuda")
+    for code in cuda_sources(executable):
         path = out / FATBIN_DIR / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin.gz"
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
@@ -181,8 +178,7 @@ def lift_constants(mod: tvm.IRModule, min_bytes: int = LIFT_MIN_BYTES) -> tuple[
     new = relax.Function(list(func.params) + lifted, body, func.ret_ty, func.is_pure, func.attrs, func.span)
     mod = mod.clone()
     mod.update_func(mod.get_global_var("main"), new)
-    specs = [([int(d) for d in v.ty.shape.values], str(v.ty.dtype)) for v in lifted]
-    return mod, specs
+    return mod, var_specs(lifted)
 
 
 def build_with_device_weights(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[Any, list]:
@@ -263,7 +259,7 @@ def build_bundle(
             row = {
                 "name": e.name,
                 "file": add_library(out, stem, ex, tgt),
-                "inputs": _input_specs(e.mod["main"]) + weights,
+                "inputs": var_specs(e.mod["main"].params) + weights,
                 "weights": len(weights),
                 "number": e.number,
                 "repeat": e.repeat,

@@ -186,16 +186,22 @@ def nvcc_compile(ex, target: Any) -> int:
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     arch = str(tgt.attrs.get("arch", "sm_90"))
     total = 0
-    stack = list(ex.mod.imports)
+    for code in cuda_sources(ex):
+        with tgt:
+            total += len(nvcc.compile_cuda(code, target_format="fatbin", arch=arch, compiler="nvcc"))
+    return total
+
+
+def cuda_sources(ex) -> list[str]:
+    """The CUDA source of every CUDA module an executable imports (TVM compiles each
+    when it is loaded)."""
+    out, stack = [], list(ex.mod.imports)
     while stack:
         m = stack.pop()
         stack.extend(m.imports)
         if m.kind == "cuda":
-            with tgt:
-                total += len(
-                    nvcc.compile_cuda(m.inspect_source("cuda"), target_format="fatbin", arch=arch, compiler="nvcc")
-                )
-    return total
+            out.append(m.inspect_source("cuda"))
+    return out
 
 
 # ---------------------------------------------------------------- workloads from graphs
