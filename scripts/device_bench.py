@@ -129,15 +129,15 @@ def collect(args) -> None:
             data.setdefault(model, {})[variant] = {
                 **row, **info.get(row["name"], {}), "model": model, "variant": variant
             }  # fmt: skip
-        for vs in data.values():  # a variant left unchanged is timed as the module it equals
-            for variant, same in SAME_MODULE.items():
-                if (
-                    variant in asked
-                    and variant not in vs
-                    and same in vs
-                    and f"{vs[same]['model']}/{variant}" not in left_out
-                ):
-                    vs[variant] = {**vs[same], "variant": variant, "changed": 0, "notes": f"unchanged: {same}'s module"}
+    for vs in data.values():  # a variant left unchanged is timed as the module it equals
+        for variant, same in SAME_MODULE.items():
+            if (
+                variant in asked
+                and variant not in vs
+                and same in vs
+                and f"{vs[same]['model']}/{variant}" not in left_out
+            ):
+                vs[variant] = {**vs[same], "variant": variant, "changed": 0, "notes": f"unchanged: {same}'s module"}
     result = {
         **results[0],
         "failures": {k: v for r in results for k, v in r["failures"].items()},

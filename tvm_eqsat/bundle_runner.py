@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import glob
 import gzip
 import hashlib
@@ -100,6 +101,13 @@ def _register_cuda_compile(arch: str) -> None:
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_cuda, override=True)
 
 
+@functools.cache
+def _load(tvm, name: str):
+    """A bundled library, loaded once however many entries it holds (a kernel bundle
+    puts 48 functions in each)."""
+    return tvm.runtime.load_module(_library(name))
+
+
 def _library(name: str) -> str:
     """The path of a bundled library, unpacked first if it was gzipped."""
     path = HERE / name
@@ -146,7 +154,7 @@ def _stats(samples_ms: list[float]) -> dict:
 def prepare(tvm, VirtualMachine, entry: dict, dev, np) -> tuple[dict, object, list]:
     """Load one entry, run it once (checking its outputs against the expected ones, where
     the bundle has them): (its result row so far, its timer, its arguments)."""
-    lib = tvm.runtime.load_module(_library(entry["file"]))
+    lib = _load(tvm, entry["file"])
     args = _args(tvm, np, entry["inputs"], dev, entry.get("weights", 0))
     number, repeat = entry.get("number", 10), entry.get("repeat", 30)
     row = {"name": entry["name"]}
