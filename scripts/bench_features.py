@@ -1,6 +1,8 @@
 """How fast the learned cost model's featurizer is: every kernel e-node of the small
 models' saturated e-graphs, repeated to ``--nodes``, featurized in bulk
-(``features.featurize``) and one at a time (``features.features``, the reference).
+(``features.featurize``) and one at a time (``features.features``, the reference).  The
+bulk path numbers type objects once, so it is also timed on items that share no object
+(deep copies: every type seen for the first time).
 
     python scripts/bench_features.py --nodes 10000
 """
@@ -8,6 +10,7 @@ models' saturated e-graphs, repeated to ``--nodes``, featurized in bulk
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 
@@ -49,10 +52,12 @@ def main() -> None:
         ["inception-v3", "resnext50", "bert-base", "nasnet-a", "squeezenet", "mobilenet-v2", "vit-b16", "nasrnn"]
     )
     items = (base * (args.nodes // len(base) + 1))[: args.nodes]
+    fresh = [copy.deepcopy(i) for i in items]
     timings = {}
     for label, fn in (
         ("one at a time", lambda: np.stack([features.features(*i) for i in items])),
         ("featurize", lambda: features.featurize(items)),
+        ("no shared type", lambda: features.featurize(fresh)),
     ):
         runs = []
         for _ in range(args.repeat):
@@ -60,7 +65,8 @@ def main() -> None:
             fn()
             runs.append(time.perf_counter() - t)
         timings[label] = statistics.median(runs)
-    same = np.array_equal(np.stack([features.features(*i) for i in items]), features.featurize(items))
+    reference = np.stack([features.features(*i) for i in items])
+    same = np.array_equal(reference, features.featurize(items)) and np.array_equal(reference, features.featurize(fresh))
     print(f"{len(base)} distinct kernel e-nodes, {len(items)} featurized; identical: {same}")
     for label, s in timings.items():
         print(f"{label:>14}: {s * 1e3:.1f} ms (median of {args.repeat})")

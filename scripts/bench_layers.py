@@ -3,7 +3,8 @@ that say whether a family pays, and whether the cost models choose it where it d
 
 For each 3x3 conv shape of the suite (ResNet-50's and VGG-19's, full size, batch 1, pad 1,
 constant weights, followed by a ReLU), the direct conv is timed against its Winograd
-F(2x2, 3x3) form as ``winograd.egg`` writes it (extracted with ``forms.rewritten_form``,
+F(2x2, 3x3) form as ``winograd.egg`` writes it (``--family winograd_cl``: as
+``winograd_cl.egg`` writes it, tiles laid out channels last) (extracted with ``forms.rewritten_form``,
 whatever a cost model would choose).  Both are tuned with MetaSchedule (``--trials`` per
 kernel, one work database, so a rerun tunes nothing) or built with default schedules
 (``--flow default``), checked against each other, and timed interleaved.  Beside each
@@ -12,7 +13,7 @@ the speedup that model predicts, so a wrong choice shows.
 
     python scripts/bench_layers.py --flow tuned --trials 32
 
-writes ``benchmarks/results/layers-winograd-llvm-<flow>[-t<trials>].{json,md}``; shapes
+writes ``benchmarks/results/layers-winograd-llvm-<flow>[-t<trials>][-<tag>].{json,md}``; shapes
 already in the JSON are skipped (the run resumes after an interruption).
 """
 
@@ -71,18 +72,40 @@ def _direct_3x3(op: str, attrs: tuple, in_tys) -> bool:
     return op == "Conv2d" and tuple(in_tys[1].shape[2:]) == (3, 3)
 
 
-def winograd_form(mod):
-    new, applied, changed = rewritten_form(mod, ["winograd"], avoid=_direct_3x3)
-    if not changed or not applied.get("conv2d-winograd-f2"):
-        raise RuntimeError(f"the winograd rules made no Winograd form here: {applied}")
+# the Winograd families: the rules each is named with (winograd_cl covers even output
+# sides only and takes winograd's rule for odd ones), and the rule that makes the form
+FAMILIES = {
+    "winograd": (["winograd"], "conv2d-winograd-f2"),
+    "winograd_cl": (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-cl"),
+}
+
+
+def winograd_form(mod, family: str = "winograd"):
+    rules, main_rule = FAMILIES[family]
+    new, applied, changed = rewritten_form(mod, rules, avoid=_direct_3x3)
+    if not changed or not applied.get(main_rule):
+        raise RuntimeError(f"the {family} rules made no Winograd form here: {applied}")
     return new
 
 
-def measure(shape, flow: str, trials: int, work_dir: str, repeat: int, min_ms: float) -> dict:
+def measure(
+    shape,
+    flow: str,
+    trials: int,
+    work_dir: str,
+    repeat: int,
+    min_ms: float,
+    family: str = "winograd",
+    compare: str | None = None,
+) -> dict:
+    """One layer's row.  ``compare``: another Winograd family whose form is timed too, in the
+    same process and rounds (a build's speed varies from process to process here)."""
     name, c, size, k = shape
     mod, x = conv_layer(c, size, k)
-    forms = {"direct": mod, "winograd": winograd_form(mod)}
-    _, report = optimize(mod, "llvm", flow=flow, rules=["winograd"])
+    forms = {"direct": mod, "winograd": winograd_form(mod, family)}
+    if compare:
+        forms["compare"] = winograd_form(mod, compare)
+    _, report = optimize(mod, "llvm", flow=flow, rules=FAMILIES[family][0])
     f = report.functions["main"]
     row = {
         "layer": name,
@@ -103,12 +126,17 @@ def measure(shape, flow: str, trials: int, work_dir: str, repeat: int, min_ms: f
         vm, args, samplers[form], _ = timing.tvm_sampler(ex, dev, [x], min_ms)
         outs[form] = vm["main"](*args).numpy()
     ref = outs["direct"]
-    row["max_rel_diff"] = float(np.abs(outs["winograd"] - ref).max() / max(np.abs(ref).max(), 1e-30))
+    row["max_rel_diff"] = max(
+        float(np.abs(outs[form] - ref).max() / max(np.abs(ref).max(), 1e-30)) for form in forms if form != "direct"
+    )
     times = timing.time_interleaved(samplers, repeat)
     for form, ts in times.items():
         row[f"{form}_ms"] = float(np.median(ts))
         row[f"{form}_p10_p90"] = [float(np.percentile(ts, 10)), float(np.percentile(ts, 90))]
     row["speedup"] = row["direct_ms"] / row["winograd_ms"]
+    if compare:
+        row["compare_family"] = compare
+        row["compare_speedup"] = row["direct_ms"] / row["compare_ms"]
     # where the time goes, kernel by kernel (for the cost models: which part of a form is slow)
     row["kernels_us"] = {
         form: {k: round(us, 1) for k, us in ks.items() if us >= 1.0}
@@ -130,15 +158,18 @@ def markdown(data: dict) -> str:
         "interleaved samples; conv + ReLU, batch 1, pad 1, constant weights.",
         "",
         "| layer | C, HxW, K | direct ms | Winograd ms | Winograd speedup | max rel diff | pass chooses "
-        "(model, predicted) | right |",
-        "|---|---|---|---|---|---|---|---|",
+        "(model, predicted) | right | compared form: ms (speedup) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
         _, c, s, _, k = r["shape"]
+        other = (
+            f"{r['compare_family']}: {r['compare_ms']:.3f} ({r['compare_speedup']:.2f}x)" if "compare_ms" in r else ""
+        )
         lines.append(
             f"| {r['layer']} | {c}, {s}x{s}, {k} | {r['direct_ms']:.3f} | {r['winograd_ms']:.3f} | "
             f"{r['speedup']:.2f}x | {r['max_rel_diff']:.1e} | {r['pass_choice']} ({r['cost_model']}, "
-            f"{r['predicted_speedup']:.2f}x) | {'yes' if r['right_choice'] else '**no**'} |"
+            f"{r['predicted_speedup']:.2f}x) | {'yes' if r['right_choice'] else '**no**'} | {other} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -151,10 +182,16 @@ def main() -> None:
     ap.add_argument("--work-dir", default=str(Path.home() / ".cache" / "tvm_eqsat" / "layers-llvm"))
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--min-ms", type=float, default=50.0)
+    ap.add_argument("--family", default="winograd", choices=sorted(FAMILIES), help="the Winograd form to time")
+    ap.add_argument(
+        "--compare", default=None, choices=sorted(FAMILIES), help="another Winograd form, timed in the same rounds"
+    )
+    ap.add_argument("--tag", default=None, help="suffix of the results files")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
     stem = f"layers-winograd-llvm-{args.flow}" + (f"-t{args.trials}" if args.flow == "tuned" else "")
+    stem += f"-{args.tag}" if args.tag else ""
     out = ROOT / "benchmarks" / "results" / stem
     data = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {"rows": []}
     data.update(
@@ -169,7 +206,7 @@ def main() -> None:
         if shape[0] not in args.layers or shape[0] in done:
             continue
         print(f"{shape[0]}: C={shape[1]} {shape[2]}x{shape[2]} K={shape[3]}", file=sys.stderr, flush=True)
-        row = measure(shape, args.flow, args.trials, args.work_dir, args.repeat, args.min_ms)
+        row = measure(shape, args.flow, args.trials, args.work_dir, args.repeat, args.min_ms, args.family, args.compare)
         print(json.dumps(row), flush=True)
         data["rows"].append(row)
         out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")

@@ -21,7 +21,7 @@ import tvm
 from tvm_eqsat import optimize, provenance, timing, tune
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.transform import OPT_IN
+from tvm_eqsat.transform import default_families
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,8 +35,8 @@ def main() -> None:
     ap.add_argument("--min-ms", type=float, default=200.0)
     args = ap.parse_args()
     model = (SMALL if args.small else MODELS)[args.model]()
-    # the default flow's rule set (every family less OPT_IN: its model prices layouts), less the family
-    base = [f for f in load_library().families if f not in OPT_IN and f != args.family]
+    # the default flow's rule set on llvm (its cost model prices layouts), less the family
+    base = [f for f in default_families("llvm", "default") if f != args.family]
     row: dict = {"model": model.name, "flow": "default", "family": args.family, "passes": {}}
     mods = {"stock": model.mod}
     for label, rules in (("eqsat", base), (f"eqsat+{args.family}", base + [args.family])):

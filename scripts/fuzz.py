@@ -228,8 +228,14 @@ def _matmul_steps(b: _Builder, rng) -> None:
         perm = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
         t = b.step("permute_dims", (x,), shape[:-2] + (shape[-1], shape[-2]), axes=perm)
         b.step("permute_dims", (t,), shape, axes=perm)
-    elif kind < 0.9:
-        b.step("multiply", (x, b.const((k,))), shape)
+    elif kind < 0.9:  # a scale: per column, or a scalar (the attention scale), maybe of a reshape
+        if rng.random() < 0.5:
+            b.step("multiply", (x, b.const((k,))), shape)
+        else:
+            if len(shape) == 3 and rng.random() < 0.5:
+                flat = (shape[0] * shape[1], k)
+                x = b.step("reshape", (x,), flat, newshape=flat)
+            b.step("multiply", (x, b.const(())), b.shapes[x])
     else:
         b.step("matmul", (x, b.weight((k, k))), shape)
 
@@ -324,6 +330,8 @@ def to_module(prog: Program, name: str = "main"):
                     v = bb.emit(
                         getattr(R.nn, s.op)(a[0], pool_size=at["pool"], strides=at["stride"], padding=at["pad"])
                     )
+                elif s.op == "reshape":
+                    v = bb.emit(R.reshape(a[0], list(at["newshape"])))
                 elif s.op == "permute_dims":
                     v = bb.emit(R.permute_dims(a[0], list(at["axes"])))
                 elif s.op in ("relu", "gelu", "silu"):

@@ -1,16 +1,18 @@
 """scripts/bench_layers.py builds each layer's forms: the Winograd form is extracted even
 where a cost model would not choose it, and computes the direct conv's values."""
 
+import pytest
 from helpers import assert_close, load_script, relax_ops
 
 layers = load_script("bench_layers")
 
 
-def test_the_winograd_form_is_extracted_whatever_the_cost():
+@pytest.mark.parametrize("family", sorted(layers.FAMILIES))
+def test_the_winograd_form_is_extracted_whatever_the_cost(family):
     """A narrow conv with odd sides: no cost model would take Winograd here, the forced
-    extraction does (padded to even, cropped back)."""
+    extraction does (padded to even, cropped back), in either family's form."""
     mod, _ = layers.conv_layer(4, 7, 6)
-    new = layers.winograd_form(mod)
+    new = layers.winograd_form(mod, family)
     ops = relax_ops(new)
     assert ops["relax.matmul"] == 3 and ops["relax.strided_slice"] == 1, ops
     assert ops["relax.nn.conv2d"] == 1  # the tile transform; the 3x3 conv is gone
@@ -33,3 +35,5 @@ def test_markdown_marks_a_wrong_choice():
     data = {"flow": "tuned", "trials": 32, "repeat": 15, "commands": ["c"], "machine": {"machine": "m", "cpus": 2}}
     text = layers.markdown({**data, "rows": [row]})
     assert "| l | 64, 56x56, 64 | 3.000 | 4.000 | 0.75x |" in text and "**no**" in text
+    compared = {**row, "compare_family": "winograd", "compare_ms": 5.0, "compare_speedup": 0.6}
+    assert "| winograd: 5.000 (0.60x) |" in layers.markdown({**data, "rows": [compared]})

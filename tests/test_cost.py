@@ -525,7 +525,8 @@ def test_collect_gathers_the_kernels_the_pass_chose():
 
 def test_bulk_featurize_equals_one_item_at_a_time():
     """Every kernel e-node of a saturated e-graph, plus odd items (tuple outputs, a
-    missing input type, pooling and norms that take the one-at-a-time path)."""
+    missing input type, 1-D, rank-7 and no operands, equal types in new objects, pooling
+    and norms that take the one-at-a-time path)."""
     from tvm_eqsat.egraph import TensorEGraph
     from tvm_eqsat.graph import TensorTy, graph_from_block
     from tvm_eqsat.rules import load_library
@@ -545,6 +546,7 @@ def test_bulk_featurize_equals_one_item_at_a_time():
             if n.op in features.KERNEL_OPS
         ]
     t = TensorTy
+    conv = next(i for i in items if i[0] == "Conv2d")
     items += [
         ("Matmul", ("",), [t((4, 8), "float32"), None], t((4, 3), "float32")),
         (
@@ -554,6 +556,12 @@ def test_bulk_featurize_equals_one_item_at_a_time():
             (t((1, 3, 5, 5), "float16"), t((3,), "float16"), t((3,), "float16")),
         ),
         ("Concat", (0,), [t((2,), "float32"), t((3,), "float32")], None),
+        ("Matmul", ("",), [t((5,), "float32"), t((5, 3), "float32")], t((3,), "float32")),  # 1-D operands
+        ("Matmul", ("",), [t((2, 4, 5), "float16"), t((5,), "float16")], t((2, 4), "float16")),
+        ("Concat", (0,), [t(tuple(range(1, 8)), "float32")] * 2, t((2, *range(2, 8)), "float32")),  # rank 7
+        ("Concat", (0,), [], t((0,), "float32")),  # no inputs
+        ("Conv2d", conv[1], [t((1, 3, 5, 5), "float32")], t((1, 4, 5, 5), "float32")),  # no weight
+        ("Conv2d", conv[1], [t(c.shape, c.dtype) for c in conv[2]], t(conv[3].shape, conv[3].dtype)),  # new objects
     ]
     ops_seen = {i[0] for i in items}
     assert {"Conv2d", "Matmul", "Concat", "MaxPool2d", "LayerNorm", "Softmax"} <= ops_seen

@@ -267,18 +267,29 @@ def test_layout_rules_run_only_with_a_cost_model_that_can_price_layouts():
 
 
 def test_opt_in_families_run_only_when_named():
-    """conv_matmul (no cost model has been checked on its choices yet) stays out of every
-    default rule set, with either flow's model, and runs when named."""
-    from tvm_eqsat.transform import OPT_IN
+    """conv_matmul and winograd_cl (no cost model has been checked on their choices end to
+    end yet) stay out of every default rule set, with either flow's model, and run when
+    named; ``default_families`` lists what runs by default."""
+    from tvm_eqsat.transform import OPT_IN, default_families
 
     x = tensor("x", (1, 8, 6, 6))
-    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((4, 8, 1, 1))))))
+
+    def body(bb, x):
+        a = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(x, const((4, 8, 1, 1))))))
+        return relax.Tuple([a, bb.emit(R.nn.conv2d(x, const((8, 8, 3, 3), seed=1), padding=1))])
+
+    mod = module([x], body)
     opt_in = {r.name for r in load_library().select(OPT_IN).rules}
+    assert {"conv2d-1x1-nchw-matmul", "conv2d-winograd-f2-cl"} <= opt_in
     for flow in ("tuned", "default"):
         _, report = optimize(mod, "llvm", flow=flow)
         assert not opt_in & set(report.functions["main"].rules_applied), flow
-    _, report = optimize(mod, "llvm", rules=["conv_matmul"])
-    assert report.functions["main"].rules_applied.get("conv2d-1x1-nchw-matmul", 0) == 1
+        assert not set(OPT_IN) & set(default_families("llvm", flow)), flow
+    _, report = optimize(mod, "llvm", rules=["conv_matmul", "winograd_cl"])
+    applied = report.functions["main"].rules_applied
+    assert applied.get("conv2d-1x1-nchw-matmul", 0) == 1 and applied.get("conv2d-winograd-f2-cl", 0) == 1, applied
+    assert "winograd" in default_families("llvm", "default") and "winograd" not in default_families("llvm", "tuned")
+    assert "nhwc" not in default_families("llvm", "default", prices_layouts=False)
 
 
 def test_winograd_runs_by_default_in_the_default_flow_only():

@@ -364,6 +364,37 @@ def conv2d_batch_norm_fold_grouped(seed, positive):
     return module([x], body), ["conv2d-batch-norm-fold-grouped"]
 
 
+# ---- scale family
+
+
+def _scalar(positive, seed):
+    """A rank-0 constant (the scale), or for the negative case a per-column (1-D) one."""
+    return relax.const(np.float32(0.125 + seed)) if positive else const((4,), seed=seed)
+
+
+def scale_through_reshape(seed, positive):
+    x = tensor("x", (2, 3, 4))
+    return module([x], lambda bb, x: R.multiply(bb.emit(R.reshape(x, (6, 4))), _scalar(positive, seed))), [
+        "scale-through-reshape"
+    ]
+
+
+def scale_through_permute(seed, positive):
+    x = tensor("x", (2, 4, 3))
+    body = lambda bb, x: R.multiply(bb.emit(R.permute_dims(x, [0, 2, 1])), _scalar(positive, seed))  # noqa: E731
+    return module([x], body), ["scale-through-permute"]
+
+
+def _scale_into_matmul(side):
+    name = f"scale-into-matmul-{side}"
+
+    def build(seed, positive):
+        a, b = tensor("a", (2, 5, 3)), tensor("b", (2, 3, 4))
+        return module([a, b], lambda bb, a, b: R.multiply(bb.emit(R.matmul(a, b)), _scalar(positive, seed))), [name]
+
+    return build
+
+
 # ---- matmul family
 
 
@@ -702,6 +733,12 @@ def conv2d_winograd_f2(seed, positive):
     ]
 
 
+def conv2d_winograd_f2_cl(seed, positive):
+    """conv2d-winograd-f2's cases, for the channels-last form (winograd_cl.egg)."""
+    mod, _ = conv2d_winograd_f2(seed, positive)
+    return mod, ["conv2d-winograd-f2-cl"]
+
+
 def conv2d_winograd_f2_even(seed, positive):
     """An odd output height (seed 0) or width (seed 1), asymmetric padding (top 0, left 1,
     bottom 1, right 0); negative: even sides."""
@@ -751,6 +788,10 @@ BUILDERS = {
     "conv2d-mul-channel": conv2d_mul_channel,
     "conv2d-batch-norm-fold": conv2d_batch_norm_fold,
     "conv2d-batch-norm-fold-grouped": conv2d_batch_norm_fold_grouped,
+    "scale-through-reshape": scale_through_reshape,
+    "scale-through-permute": scale_through_permute,
+    "scale-into-matmul-left": _scale_into_matmul("left"),
+    "scale-into-matmul-right": _scale_into_matmul("right"),
     "matmul-factor-left": _matmul_factor("left"),
     "matmul-factor-right": _matmul_factor("right"),
     "matmul-assoc-const": matmul_assoc_const,
@@ -778,6 +819,7 @@ BUILDERS = {
     "conv2d-patchify-matmul": conv2d_patchify_matmul,
     "conv2d-winograd-f2": conv2d_winograd_f2,
     "conv2d-winograd-f2-even": conv2d_winograd_f2_even,
+    "conv2d-winograd-f2-cl": conv2d_winograd_f2_cl,
 }
 
 
@@ -802,15 +844,19 @@ def test_rule_does_not_fire_when_guard_is_false(name):
     assert applied.get(name, 0) == 0, applied
 
 
-def test_winograd_family_on_odd_sides_and_batch_two():
-    """Both winograd rules together, through the pass: the roofline takes Winograd for a
-    wide conv with an odd-sided output, computed on the next even size and cropped; the
-    values are the direct conv's within 1e-5."""
+@pytest.mark.parametrize(
+    "rules, form",
+    [(["winograd"], "conv2d-winograd-f2"), (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-cl")],
+)
+def test_winograd_family_on_odd_sides_and_batch_two(rules, form):
+    """Each Winograd form with the rule for odd sides, through the pass: the roofline takes
+    Winograd for a wide conv with an odd-sided output, computed on the next even size and
+    cropped; the values are the direct conv's within 1e-5."""
     x, w = tensor("x", (2, 96, 15, 14)), const((96, 96, 3, 3), seed=3)
     mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=1))))
-    new, report = tvm_eqsat.optimize(mod, "llvm", rules=["winograd"], cost_model="roofline")
+    new, report = tvm_eqsat.optimize(mod, "llvm", rules=rules, cost_model="roofline")
     applied = report.functions["main"].rules_applied
-    assert applied.get("conv2d-winograd-f2-even") and applied.get("conv2d-winograd-f2"), applied
+    assert applied.get("conv2d-winograd-f2-even") and applied.get(form), applied
     ops = relax_ops(new)
     assert ops["relax.strided_slice"] == 1 and ops["relax.nn.conv2d"] == 1 and ops["relax.matmul"] == 3, ops
     assert_close(mod, new, rtol=1e-5)

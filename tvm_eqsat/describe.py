@@ -57,12 +57,19 @@ def census(graph: TensorGraph) -> Counter:
     return counts
 
 
+def _const_source(graph: TensorGraph, i: int, through: tuple[str, ...]):
+    """The node constant ``i`` is computed from, followed back through the ops in
+    ``through`` (each by its first operand)."""
+    node = graph.nodes[i]
+    while node.is_const and node.op in through:
+        node = graph.nodes[node.inputs[0]]
+    return node
+
+
 def _conv_weight(graph: TensorGraph, i: int) -> bool:
     """Is node ``i`` a constant 4-D tensor seen through reshapes and transposes (the weight of
     a convolution that the conv_matmul rules turned into a matmul)?"""
-    node = graph.nodes[i]
-    while node.is_const and node.op in ("Reshape", "Permute"):
-        node = graph.nodes[node.inputs[0]]
+    node = _const_source(graph, i, ("Reshape", "Permute"))
     shape = getattr(node.ty, "shape", ())
     return node.is_const and node.op != "Matmul" and len(shape) == 4
 
@@ -70,10 +77,7 @@ def _conv_weight(graph: TensorGraph, i: int) -> bool:
 def _from_table(graph: TensorGraph, i: int) -> bool:
     """Is node ``i`` a constant computed from a rule's table (tables.py), seen through
     reshapes, broadcasts and the first operand of matmuls (a transformed weight)?"""
-    node = graph.nodes[i]
-    while node.is_const and node.op in ("Reshape", "Permute", "BroadcastTo", "Matmul"):
-        node = graph.nodes[node.inputs[0]]
-    return node.op == "Table"
+    return _const_source(graph, i, ("Reshape", "Permute", "BroadcastTo", "Matmul")).op == "Table"
 
 
 def _n(count: int, key: str) -> str:

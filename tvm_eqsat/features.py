@@ -203,24 +203,31 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> np.ndarray:
 INDEX_OP = {name: INDEX[f"op_{name}"] for name in KERNEL_OPS}
 
 
-_BULK_OPS = frozenset({"Matmul", "Conv2d", "Concat", "BatchNorm", "StridedSlice", "Take"})  # no reduce/pool features
+# the kernels done in bulk, by how their work and GEMM view are computed (the rest, pools
+# and norms with reduction features, go through ``features`` one by one)
+_MATMUL, _CONV, _BATCH_NORM, _PLAIN = range(4)
+_BULK_OPS = {
+    "Matmul": _MATMUL,
+    "Conv2d": _CONV,
+    "BatchNorm": _BATCH_NORM,
+    "Concat": _PLAIN,
+    "StridedSlice": _PLAIN,
+    "Take": _PLAIN,
+}
 _OUT_D, _IN0_D = INDEX["log_out_d0"], INDEX["log_in0_d0"]
-
-
-def _shape_info(ty: TensorTy, cache: dict) -> tuple:
-    """(numel, nbytes, rank, last dims padded with 1, shape) of a type, computed once per
-    type object (keyed by identity: the items hold their types for the whole call)."""
-    info = cache.get(id(ty))
-    if info is None:
-        dims = ty.shape[-_MAX_RANK:]
-        info = cache[id(ty)] = (ty.numel, ty.nbytes, len(ty.shape), dims + (1,) * (_MAX_RANK - len(dims)), ty.shape)
-    return info
+_CONV_COLUMNS = [
+    INDEX[k] for k in ("kh", "kw", "stride", "dilation", "log_groups", "pad", "depthwise", "channels_last")
+]
+_SIZE_COLUMNS = [
+    INDEX[k]
+    for k in ("log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel", "log_m", "log_n", "log_k", "log_batch")
+]
 
 
 def _conv_geometry(attrs: tuple) -> tuple:
     """What a conv's attributes give its features, once per distinct attrs: the weight's O,
-    H and W axes, the output's and input's C axes, (stride, dilation, log groups, padding)
-    and channels-last."""
+    H and W axes, the output's and input's C axes, the groups, then stride, dilation, log
+    groups, padding and channels-last."""
     strides, padding, dilation, groups, data_layout, kernel_layout = attrs[:6]
     return (
         kernel_layout.index("O"),
@@ -228,93 +235,143 @@ def _conv_geometry(attrs: tuple) -> tuple:
         kernel_layout.index("H"),
         kernel_layout.index("W"),
         data_layout.index("C"),
-        (max(strides), max(dilation), _log(groups), sum(padding)),
+        groups,
+        max(strides),
+        max(dilation),
+        _log(groups),
+        sum(padding),
         float(data_layout.endswith("C")),
     )
+
+
+def _type_table(types: list) -> dict[str, np.ndarray]:
+    """Per distinct tensor type, the numbers the features read, as columns; one extra last
+    row (index -1) stands for a missing first input (no dims, rank 0)."""
+    n = len(types) + 1
+    head = np.ones((n, _MAX_RANK))  # the first dims (conv axes), padded with 1
+    tail = np.zeros((n, _MAX_RANK))  # log2 of the last dims, 0 past the rank
+    numel, nbytes, rank = np.zeros(n), np.zeros(n), np.zeros(n)
+    last, second_last = np.ones(n), np.ones(n)
+    for j, t in enumerate(types):
+        shape = t.shape
+        numel[j], nbytes[j], rank[j] = t.numel, t.nbytes, len(shape)
+        head[j, : min(len(shape), _MAX_RANK)] = shape[:_MAX_RANK]
+        dims = shape[-_MAX_RANK:]
+        tail[j, : len(dims)] = [_log(d) for d in dims]
+        if shape:
+            last[j] = shape[-1]
+        if len(shape) > 1:
+            second_last[j] = shape[-2]
+    return {
+        "head": head,
+        "tail": tail,
+        "numel": numel,
+        "nbytes": nbytes,
+        "rank": rank,
+        "last": last,
+        "second_last": second_last,
+    }
 
 
 def featurize(items: Sequence[tuple]) -> np.ndarray:
     """``features(*item)`` for many items, as one (n, len(NAMES)) matrix.
 
-    The common kernels (matmuls, convolutions, concats, batch norms) are done in bulk:
-    one light pass in Python gathers their sizes into lists, numpy turns them into
-    columns; the rest go through ``features`` one by one.  Equal to stacking
-    ``features`` (tested)."""
+    The common kernels (matmuls, convolutions, concats, batch norms) are done in bulk: one
+    light pass in Python numbers their tensor types and records, per item, integers only
+    (its category, its types' numbers, its conv attributes' number); numpy then computes
+    every feature from per-type and per-attrs tables.  The rest go through ``features``
+    one by one.  Equal to stacking ``features`` (tested)."""
     n = len(items)
     x = np.zeros((n, len(NAMES)), dtype=np.float32)
     if not n:
         return x
-    rows: list[int] = []  # items done in bulk, and per item: the raw sizes, dims, counts
-    raw: list[tuple] = []  # flops, bytes in, bytes out, out numel, m, n, k, batch
-    out_dims: list[tuple] = []
-    in0_dims: list[tuple] = []
-    counts: list[tuple] = []  # op column, n_inputs, out rank, in0 rank, dtype bytes
-    conv: list[tuple] = []  # (row, kh, kw, stride, dilation, groups, pad, depthwise, channels_last)
-    cache: dict = {}
-    conv_attrs: dict = {}  # a conv's attrs -> _conv_geometry (many convs share them)
-    ones = (1,) * _MAX_RANK
+    type_of: dict[int, int] = {}  # id of a type object -> its number (the items hold them for the whole call)
+    number: dict = {}  # (shape, dtype) -> the number of that type
+    types: list = []  # by number
+    geo_of: dict = {}  # a conv's attrs -> its number in geos
+    geos: list[tuple] = []
+    rows, cats, outs, in0, in1, geo, opcol, counts = [], [], [], [], [], [], [], []
+    flat: list[int] = []  # every bulk item's input types, in order
     for i, (op, attrs, in_tys, out_ty) in enumerate(items):
+        cat = _BULK_OPS.get(op)
         out = out_ty if type(out_ty) is TensorTy else _main_out(out_ty)
         if out is None:
             continue
-        if op not in _BULK_OPS or not all(type(t) is TensorTy for t in in_tys):
+        if cat is None:
             x[i] = features(op, attrs, in_tys, out_ty)
             continue
-        o_numel, o_bytes, o_rank, o_dims, _ = _shape_info(out, cache)
-        infos = [_shape_info(t, cache) for t in in_tys]
-        if op == "Matmul" and len(infos) == 2:  # flops and the GEMM view from the cached sizes
-            a, b = infos[0][4], infos[1][4]
-            k = a[-1]
-            m, nn = (a[-2] if len(a) > 1 else 1), (b[-1] if len(b) > 1 else 1)
-            work, gemm = 2.0 * o_numel * k, (m, nn, k, max(o_numel / max(m * nn, 1), 1))
-        elif op == "Conv2d" and len(infos) == 2:
-            geo = conv_attrs.get(attrs)
-            if geo is None:
-                geo = conv_attrs[attrs] = _conv_geometry(attrs)
-            w = infos[1][4]
-            o = w[geo[0]]
-            work = 2.0 * o_numel * infos[1][0] / max(o, 1)
-            spatial = o_numel / max(out.shape[geo[1]], 1)
-            gemm = (spatial, o, infos[1][0] / max(o, 1), 1)
+        idx = []
+        for t in (out, *in_tys):
+            if type(t) is not TensorTy:
+                break
+            j = type_of.get(id(t))
+            if j is None:  # a new object: an equal type seen before shares its number
+                j = type_of[id(t)] = number.setdefault((t.shape, t.dtype), len(types))
+                if j == len(types):
+                    types.append(t)
+            idx.append(j)
         else:
-            work, gemm = (5.0 * infos[0][0] if op == "BatchNorm" and infos else float(o_numel)), (1, 1, 1, 1)
-        rows.append(i)
-        raw.append((work, sum(info[1] for info in infos), o_bytes, o_numel, *gemm))
-        out_dims.append(o_dims)
-        in0_dims.append(infos[0][3] if infos else ones)
-        counts.append(
-            (
-                INDEX_OP.get(op, -1),
-                len(infos),
-                min(o_rank, _MAX_RANK),
-                min(infos[0][2], _MAX_RANK) if infos else 0,
-                o_bytes / max(o_numel, 1),
-            )
-        )
-        if op == "Conv2d" and len(infos) == 2:
-            groups = attrs[3]
-            depthwise = float(groups == infos[0][4][geo[4]] and groups > 1)
-            conv.append((i, w[geo[2]], w[geo[3]], *geo[5], depthwise, geo[6]))
+            k = len(idx) - 1
+            if cat is _MATMUL and k != 2 or cat is _CONV and k != 2 or cat is _BATCH_NORM and not k:
+                cat = _PLAIN  # the odd arities feature only their sizes
+            g = -1
+            if cat is _CONV:
+                g = geo_of.get(attrs)
+                if g is None:
+                    g = geo_of[attrs] = len(geos)
+                    geos.append(_conv_geometry(attrs))
+            rows.append(i)
+            cats.append(cat)
+            outs.append(idx[0])
+            in0.append(idx[1] if k else -1)
+            in1.append(idx[2] if k > 1 else -1)
+            geo.append(g)
+            opcol.append(INDEX_OP.get(op, -1))
+            counts.append(k)
+            flat.extend(idx[1:])
+            continue
+        x[i] = features(op, attrs, in_tys, out_ty)  # an input without a tensor type
     if not rows:
         return x
-    r = np.asarray(rows)
-    logs = np.log2(np.maximum(np.asarray(raw, dtype=np.float64), 1.0))
-    c = np.asarray(counts, dtype=np.float64)
-    cols = [
-        INDEX[k]
-        for k in ("log_flops", "log_bytes_in", "log_bytes_out", "log_out_numel", "log_m", "log_n", "log_k", "log_batch")
-    ]
-    x[r[:, None], cols] = logs
-    x[r, INDEX["n_inputs"]], x[r, INDEX["out_rank"]], x[r, INDEX["dtype_bytes"]] = c[:, 1], c[:, 2], c[:, 4]
-    has_op = c[:, 0] >= 0
-    x[r[has_op], c[has_op, 0].astype(np.int64)] = 1.0
-    rank = np.arange(_MAX_RANK)
-    dims_out = np.log2(np.maximum(np.asarray(out_dims, dtype=np.float64), 1.0))
-    dims_in0 = np.log2(np.maximum(np.asarray(in0_dims, dtype=np.float64), 1.0))
-    x[r, _OUT_D : _OUT_D + _MAX_RANK] = np.where(rank < c[:, 2:3], dims_out, 0.0)
-    x[r, _IN0_D : _IN0_D + _MAX_RANK] = np.where(rank < c[:, 3:4], dims_in0, 0.0)
-    if conv:
-        g = np.asarray(conv, dtype=np.float64)
-        names = ("kh", "kw", "stride", "dilation", "log_groups", "pad", "depthwise", "channels_last")
-        x[g[:, 0].astype(np.int64)[:, None], [INDEX[k] for k in names]] = g[:, 1:]
+    tt = _type_table(types)
+    r, cat, o, a, b = (np.asarray(v, dtype=np.int64) for v in (rows, cats, outs, in0, in1))
+    count = np.asarray(counts, dtype=np.int64)
+    o_numel = tt["numel"][o]
+    bytes_in = np.zeros(len(r))
+    has = count > 0
+    if flat:
+        starts = np.concatenate(([0], np.cumsum(count)[:-1]))
+        bytes_in[has] = np.add.reduceat(tt["nbytes"][np.asarray(flat, dtype=np.int64)], starts[has])
+    work, m, nn, kk, batch = o_numel.copy(), np.ones(len(r)), np.ones(len(r)), np.ones(len(r)), np.ones(len(r))
+    sel = cat == _MATMUL
+    if sel.any():
+        sa, sb, on = a[sel], b[sel], o_numel[sel]
+        k = tt["last"][sa]
+        mm, n_ = tt["second_last"][sa], np.where(tt["rank"][sb] > 1, tt["last"][sb], 1.0)
+        work[sel], m[sel], nn[sel], kk[sel] = 2.0 * on * k, mm, n_, k
+        batch[sel] = np.maximum(on / np.maximum(mm * n_, 1), 1)
+    sel = cat == _CONV
+    if sel.any():
+        gs = np.asarray(geos, dtype=np.float64)[np.asarray(geo, dtype=np.int64)[sel]]
+        ax = gs[:, :5].astype(np.int64)
+        sw, sx, so, on = b[sel], a[sel], o[sel], o_numel[sel]
+        heads = tt["head"]
+        oc = heads[sw, ax[:, 0]]
+        w_numel = tt["numel"][sw]
+        work[sel] = 2.0 * on * w_numel / np.maximum(oc, 1)
+        m[sel], nn[sel], kk[sel] = on / np.maximum(heads[so, ax[:, 1]], 1), oc, w_numel / np.maximum(oc, 1)
+        depthwise = (gs[:, 5] == heads[sx, ax[:, 4]]) & (gs[:, 5] > 1)
+        x[r[sel][:, None], _CONV_COLUMNS] = np.column_stack(
+            (heads[sw, ax[:, 2]], heads[sw, ax[:, 3]], gs[:, 6:10], depthwise, gs[:, 10])
+        )
+    sel = cat == _BATCH_NORM
+    work[sel] = 5.0 * tt["numel"][a[sel]]
+    sizes = np.column_stack((work, bytes_in, tt["nbytes"][o], o_numel, m, nn, kk, batch))
+    x[r[:, None], _SIZE_COLUMNS] = np.log2(np.maximum(sizes, 1.0))
+    x[r, INDEX["n_inputs"]], x[r, INDEX["out_rank"]] = count, tt["rank"][o]
+    x[r, INDEX["dtype_bytes"]] = tt["nbytes"][o] / np.maximum(o_numel, 1)
+    col = np.asarray(opcol, dtype=np.int64)
+    x[r[col >= 0], col[col >= 0]] = 1.0
+    x[r, _OUT_D : _OUT_D + _MAX_RANK] = tt["tail"][o]
+    x[r, _IN0_D : _IN0_D + _MAX_RANK] = tt["tail"][a]
     return x

@@ -15,6 +15,8 @@ from typing import Any
 import tvm
 from tvm import relax
 
+from .tables import table
+
 # egglog sorts used for attributes
 I64, F64, STR, BOOL, IVEC = "i64", "f64", "String", "bool", "IVec"
 
@@ -330,8 +332,6 @@ def _read_nothing(call):
 
 
 def _build_table(xs, a):
-    from .tables import table
-
     name, shape, dtype = a
     return relax.const(table(name, tuple(shape), dtype))
 
