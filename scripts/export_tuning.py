@@ -1,6 +1,7 @@
 """Commit the tuning: the best record of every kernel the benchmark tuned (its own
 database and the A/A control's), with their budgets and where they were tuned, as
-``benchmarks/tuning/<target>[-aa]/``.  ``scripts/benchmark.py`` starts the tuned flow
+``benchmarks/tuning/<target>[-aa]/`` (the database gzipped: it travels with every device
+run, where room is short).  ``scripts/benchmark.py`` starts the tuned flow
 from them, so anyone rebuilds the kernels we measured without tuning, and the cost
 model can learn from them (``train_cost_model.py --from-database``).
 
@@ -39,7 +40,7 @@ def main() -> None:
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
-        n = tune.prune_database(src, out, args.trials)
+        n = tune.prune_database(src, out, args.trials, compress=True)
         budgets = json.loads((out / tune.BUDGETS).read_text())
         (out / "SOURCE.json").write_text(
             json.dumps(

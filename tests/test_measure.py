@@ -192,9 +192,16 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 1
     assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
     assert tune.seed_database(tmp_path / "other", tmp_path / "missing") == 0
+    # gzipped, as scripts/export_tuning.py commits it: read back the same
+    assert tune.prune_database(tmp_path / "work", tmp_path / "packed", compress=True) == 1
+    packed = {p.name for p in (tmp_path / "packed").iterdir()}
+    assert {f"{n}.gz" for n in tune.DATABASE_FILES} <= packed and not set(tune.DATABASE_FILES) & packed
+    assert tune.has_database(tmp_path / "packed") and not tune.has_database(tmp_path / "missing")
+    assert tune.seed_database(tmp_path / "fresh-from-packed", tmp_path / "packed") == 1
     calls = []
     monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
     db = tune.tune(mod, target, tmp_path / "fresh", trials=8)
+    tune.tune(mod, target, tmp_path / "fresh-from-packed", trials=8)
     assert calls == []
     tune.tune(mod, target, tmp_path / "fresh", trials=16)
     assert calls == [16]

@@ -18,14 +18,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tvm
 
 from .measure import module_workloads, workload_module
-from .tune import budgets_by_hash, fuse_for_tuning, kernel_hash, open_database, tuned_records, tuning_target
+from .tune import (
+    budgets_by_hash,
+    fuse_for_tuning,
+    has_database,
+    kernel_hash,
+    read_database,
+    tuned_records,
+    tuning_target,
+)
 from .workload import Workload
 
 log = logging.getLogger("tvm_eqsat")
@@ -70,10 +77,10 @@ def harvest(work_dir: str, mods: Sequence[tvm.IRModule], target: Any, progress: 
 
     ``mods`` are the Relax modules that were tuned (for a module tuned after our pass,
     pass the rewritten one: its kernels are the ones in the database)."""
-    if not (Path(work_dir) / "database_workload.json").is_file():
-        raise FileNotFoundError(f"{work_dir}: no MetaSchedule JSON database (database_workload.json) there")
+    if not has_database(work_dir):
+        raise FileNotFoundError(f"{work_dir}: no MetaSchedule JSON database (database_tuning_record.json[.gz]) there")
     tgt = tuning_target(target)
-    database = open_database(work_dir)
+    database = read_database(work_dir)
     budgets = budgets_by_hash(work_dir)
     workloads: dict[str, Workload] = {}
     for mod in mods:

@@ -251,15 +251,51 @@ def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModul
         return seq(mod)
 
 
+DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
+
+
 def open_database(work_dir: str | os.PathLike) -> ms.Database:
     """The JSON database in ``work_dir`` (created if missing)."""
     path = Path(work_dir)
     path.mkdir(parents=True, exist_ok=True)
     return ms.database.JSONDatabase(
-        path_workload=str(path / "database_workload.json"),
-        path_tuning_record=str(path / "database_tuning_record.json"),
+        path_workload=str(path / DATABASE_FILES[0]),
+        path_tuning_record=str(path / DATABASE_FILES[1]),
         allow_missing=True,
     )
+
+
+def has_database(directory: str | os.PathLike) -> bool:
+    """Does ``directory`` hold tuning records, as JSON or gzipped (a committed database)?"""
+    path = Path(directory)
+    return any((path / f"{DATABASE_FILES[1]}{ext}").is_file() for ext in ("", ".gz"))
+
+
+_UNPACKED: dict[Path, str] = {}  # a gzipped database -> the folder it was unpacked to, once per process
+
+
+def read_database(directory: str | os.PathLike) -> ms.Database:
+    """The database in ``directory`` for reading: a gzipped one (what ``prune_database(...,
+    compress=True)`` writes, so the committed databases stay small) is unpacked once into a
+    temporary folder; a plain one is opened where it is."""
+    import atexit
+    import gzip
+    import shutil
+    import tempfile
+
+    path = Path(directory).resolve()
+    if not (path / f"{DATABASE_FILES[1]}.gz").is_file():
+        return open_database(path)
+    if path not in _UNPACKED:
+        tmp = tempfile.mkdtemp(prefix="tvm_eqsat_db_")
+        atexit.register(shutil.rmtree, tmp, True)
+        for name in DATABASE_FILES:
+            packed = path / f"{name}.gz"
+            if packed.is_file():
+                with gzip.open(packed, "rb") as src, open(Path(tmp) / name, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        _UNPACKED[path] = tmp
+    return open_database(_UNPACKED[path])
 
 
 # seconds per candidate, building and timing, on 2 cores (small models' kernels, 64 trials,
@@ -298,17 +334,23 @@ def kernel_hash(task_mod: tvm.IRModule) -> str:
     return f"{tvm_ffi.structural_hash(task_mod) & 0xFFFFFFFFFFFF:x}"
 
 
-def prune_database(work_dir: str | os.PathLike, out_dir: str | os.PathLike, min_trials: int = 0) -> int:
+def prune_database(
+    work_dir: str | os.PathLike, out_dir: str | os.PathLike, min_trials: int = 0, compress: bool = False
+) -> int:
     """The best record of every kernel in ``work_dir`` that was tuned with at least
     ``min_trials`` trials (by its recorded budget; 0: every kernel), with the budgets, as a
     fresh database in ``out_dir`` (what the benchmark commits: anyone can rebuild the
-    measured kernels without tuning).  Returns the number of kernels."""
+    measured kernels without tuning); ``compress``: its files gzipped (``read_database``
+    reads them; the TIR of every kernel takes about 10x less room).  Returns the number of
+    kernels."""
+    import gzip
     import tempfile
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in ("database_workload.json", "database_tuning_record.json"):
+    for name in DATABASE_FILES:
         (out / name).unlink(missing_ok=True)
+        (out / f"{name}.gz").unlink(missing_ok=True)
     budgets = _read_budgets(work_dir)
     with tempfile.TemporaryDirectory() as tmp:
         open_database(work_dir).dump_pruned(open_database(tmp))
@@ -322,8 +364,15 @@ def prune_database(work_dir: str | os.PathLike, out_dir: str | os.PathLike, min_
                 ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
             )
     _write_budgets(out, {key: trials for key, trials in budgets.items() if trials >= min_trials})
-    path = out / "database_tuning_record.json"
-    return sum(1 for line in path.read_text().splitlines() if line.strip()) if path.is_file() else 0
+    path = out / DATABASE_FILES[1]
+    kernels = sum(1 for line in path.read_text().splitlines() if line.strip()) if path.is_file() else 0
+    if compress:
+        for name in DATABASE_FILES:
+            if (out / name).is_file():
+                with open(out / name, "rb") as src, gzip.open(out / f"{name}.gz", "wb", compresslevel=9) as dst:
+                    dst.write(src.read())
+                (out / name).unlink()
+    return kernels
 
 
 def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike) -> int:
@@ -331,9 +380,9 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike) -> i
     ``work_dir`` has no record of, with their trial budgets, so that ``tune`` skips them.
     Returns the number of kernels copied (0 if ``seed_dir`` holds no database)."""
     seed = Path(seed_dir)
-    if not (seed / "database_tuning_record.json").is_file():
+    if not has_database(seed):
         return 0
-    src, dst = open_database(seed), open_database(work_dir)
+    src, dst = read_database(seed), open_database(work_dir)
     copied = 0
     for record in src.get_all_tuning_records():
         mod = record.workload.mod
