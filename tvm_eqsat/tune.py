@@ -271,7 +271,7 @@ def has_database(directory: str | os.PathLike) -> bool:
     return any((path / f"{DATABASE_FILES[1]}{ext}").is_file() for ext in ("", ".gz"))
 
 
-_UNPACKED: dict[Path, str] = {}  # a gzipped database -> the folder it was unpacked to, once per process
+_UNPACKED: dict[tuple, str] = {}  # (a gzipped database, its mtime) -> the folder it was unpacked to
 
 
 def read_database(directory: str | os.PathLike) -> ms.Database:
@@ -284,9 +284,11 @@ def read_database(directory: str | os.PathLike) -> ms.Database:
     import tempfile
 
     path = Path(directory).resolve()
-    if not (path / f"{DATABASE_FILES[1]}.gz").is_file():
+    records = path / f"{DATABASE_FILES[1]}.gz"
+    if not records.is_file():
         return open_database(path)
-    if path not in _UNPACKED:
+    key = (path, records.stat().st_mtime_ns)
+    if key not in _UNPACKED:
         tmp = tempfile.mkdtemp(prefix="tvm_eqsat_db_")
         atexit.register(shutil.rmtree, tmp, True)
         for name in DATABASE_FILES:
@@ -294,8 +296,8 @@ def read_database(directory: str | os.PathLike) -> ms.Database:
             if packed.is_file():
                 with gzip.open(packed, "rb") as src, open(Path(tmp) / name, "wb") as dst:
                     shutil.copyfileobj(src, dst)
-        _UNPACKED[path] = tmp
-    return open_database(_UNPACKED[path])
+        _UNPACKED[key] = tmp
+    return open_database(_UNPACKED[key])
 
 
 # seconds per candidate, building and timing, on 2 cores (small models' kernels, 64 trials,
@@ -344,6 +346,7 @@ def prune_database(
     reads them; the TIR of every kernel takes about 10x less room).  Returns the number of
     kernels."""
     import gzip
+    import shutil
     import tempfile
 
     out = Path(out_dir)
@@ -370,7 +373,7 @@ def prune_database(
         for name in DATABASE_FILES:
             if (out / name).is_file():
                 with open(out / name, "rb") as src, gzip.open(out / f"{name}.gz", "wb", compresslevel=9) as dst:
-                    dst.write(src.read())
+                    shutil.copyfileobj(src, dst)
                 (out / name).unlink()
     return kernels
 
