@@ -3,9 +3,10 @@ that say whether a family pays, and whether the cost models choose it where it d
 
 For each 3x3 conv shape of the suite (ResNet-50's and VGG-19's, full size, batch 1, pad 1,
 constant weights, followed by a ReLU), the direct conv is timed against its Winograd
-F(2x2, 3x3) form as ``winograd.egg`` writes it (``--family winograd_cl``: as
-``winograd_cl.egg`` writes it, tiles laid out channels last) (extracted with ``forms.rewritten_form``,
-whatever a cost model would choose).  Both are tuned with MetaSchedule (``--trials`` per
+F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl`` as
+``winograd_cl.egg`` does (tiles laid out channels last; ``--compare`` times the other form too,
+in the same process), extracted with ``forms.rewritten_form`` whatever a cost model would
+choose.  Both are tuned with MetaSchedule (``--trials`` per
 kernel, one work database, so a rerun tunes nothing) or built with default schedules
 (``--flow default``), checked against each other, and timed interleaved.  Beside each
 measurement: the form the pass chooses with its cost model for that flow (``auto``) and
