@@ -155,18 +155,24 @@ def _library(opts: Options, cost=None, target_kind: str = "llvm") -> RuleLibrary
     library = load_library()
     if opts.rules is not None:
         return library.select(opts.rules)
-    prices_layouts = cost is None or cost_mod.prices_layouts(cost)
-    return library.select(default_families(target_kind, opts.flow, prices_layouts))
+    skip = _off_by_default(target_kind, opts.flow, cost is None or cost_mod.prices_layouts(cost))
+    return library.select([f for f in library.families if f not in skip])
+
+
+def _off_by_default(target_kind: str, flow: str, prices_layouts: bool) -> set[str]:
+    """The families the policy tables above keep out of the default rule set here."""
+    skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if where != (target_kind, flow)}
+    skip |= {f for f, where in NOT_FOR.items() if (target_kind, flow) in where}
+    if not prices_layouts:
+        skip |= set(NEEDS_LAYOUT_COSTS)
+    return skip
 
 
 def default_families(target_kind: str = "llvm", flow: str = "tuned", prices_layouts: bool = True) -> list[str]:
     """The rule families the pass runs by default for a target kind and build flow (with a
     cost model that prices layouts, or without one): what a script that adds or removes
     one family starts from."""
-    skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if where != (target_kind, flow)}
-    skip |= {f for f, where in NOT_FOR.items() if (target_kind, flow) in where}
-    if not prices_layouts:
-        skip |= set(NEEDS_LAYOUT_COSTS)
+    skip = _off_by_default(target_kind, flow, prices_layouts)
     return [f for f in load_library().families if f not in skip]
 
 
