@@ -128,6 +128,35 @@ def test_residual_model_learns_a_correction_to_the_roofline(tmp_path):
         train(samples, rounds=2, objective="rank")
 
 
+def test_residual_model_stays_monotone_where_its_data_says_otherwise():
+    """Small matmuls measured far above the roofline, large ones near it: the correction
+    falls with size in the data, yet the predicted latency (roofline times correction) never
+    falls as a matmul grows, so a merged kernel is never priced below its parts."""
+    from tvm_eqsat.xgb_model import roofline_from_features
+
+    items = [_matmul(m, 64, n) for m in (1, 4, 16, 64, 256) for n in (16, 64, 256, 1024, 4096)]
+    roof = roofline_from_features(features.featurize(items))
+    measured = roof * np.where(roof < np.median(roof), 20.0, 1.0)
+    samples = [
+        Sample("m", "model", Workload(op, attrs, ins), out, float(us), 0.0)
+        for (op, attrs, ins, out), us in zip(items, measured)
+    ]
+    model = KernelModel(train(samples, rounds=200, objective="residual"), {"objective": "residual"})
+    for m in (1, 16, 256):
+        sweep = [_matmul(m, 64, n) for n in (16, 64, 256, 1024, 4096)]
+        costs = list(model.predict_us(features.featurize(sweep)))
+        assert costs == sorted(costs), (m, costs)
+
+
+def test_a_learned_model_without_channels_last_kernels_does_not_price_layouts():
+    """The nhwc family needs a model that has measured NHWC convs; one that has not ranks
+    both layouts alike (its features differ by one flag it never saw set)."""
+    nchw_only = cost.LearnedCostModel(KernelModel(None, {}, {'{"op": "Conv2d", "NCHW": 1}': 5.0}), "llvm")
+    assert not cost.prices_layouts(nchw_only)
+    assert not cost.prices_layouts(cost.make_cost_model("roofline", "llvm"))
+    assert cost.prices_layouts(cost.make_cost_model("xgb", "llvm", "tuned"))
+
+
 def test_trained_model_ranks_kernels_and_round_trips(trained_dir):
     model = KernelModel.load(trained_dir)
     small, big = _matmul(16, 16, 16), _matmul(256, 256, 256)

@@ -113,6 +113,10 @@ def test_harvest_reads_a_tuned_modules_kernels(tmp_path):
     assert 0 < found.median_us < 1e6 and found.trials == 2
     tune.prune_database(tmp_path, tmp_path / "pruned")  # one record kept: the budget still says 2
     assert [h.trials for h in harvest.harvest(str(tmp_path / "pruned"), [tuned], "llvm")] == [2]
+    # timed afresh from the pruned records: a spread, and nothing tuned (no record added)
+    ((again, m),) = harvest.retime([found], str(tmp_path / "pruned"), "llvm", repeat=5)
+    assert again is found and len(m.runs) == 5 and 0 < m.p10_us <= m.median_us <= m.p90_us
+    assert len((tmp_path / "pruned" / tune.DATABASE_FILES[1]).read_text().splitlines()) == 1
     assert harvest.harvest(str(tmp_path), [mlp(48)], "llvm") == []
     with pytest.raises(FileNotFoundError, match="database"):
         harvest.harvest(str(tmp_path / "nothing"), [tuned], "llvm")

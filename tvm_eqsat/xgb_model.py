@@ -229,9 +229,14 @@ def train(
     samples: Sequence[Sample], rounds: int = ROUNDS, params: dict | None = None, base=None, objective: str = "latency"
 ):
     """A booster fitted to log2 latency (``objective="residual"``: to log2 of latency over the
-    roofline, without the monotone constraints, since bigger kernels run nearer the roofline);
-    ``base`` continues an existing booster (adapting a shipped model to a new machine with a
-    few hundred measurements)."""
+    roofline); ``base`` continues an existing booster (adapting a shipped model to a new
+    machine with a few hundred measurements).
+
+    Both stay monotone in the work features.  For the residual that keeps the product
+    monotone too (the roofline is, and the correction never falls as a kernel grows), at
+    little cost in fit: on the tuned flow's 426 kernels, held out by model, the median error
+    was 47.1% with the constraint and 46.4% without, and the unconstrained correction
+    predicted a 4096-column matmul cheaper than the 2048-column one."""
     import xgboost as xgb
 
     if objective not in OBJECTIVES:
@@ -241,7 +246,6 @@ def train(
     params = {**PARAMS, **(params or {})}
     if objective == "residual":
         y = y - np.log2(roofline_from_features(x))
-        params.pop("monotone_constraints", None)
     data = xgb.DMatrix(x, label=y, feature_names=list(NAMES))
     return xgb.train(params, data, num_boost_round=rounds, xgb_model=base)
 
