@@ -4,8 +4,8 @@ that say whether a family pays, and whether the cost models choose it where it d
 For each 3x3 conv shape of the suite (ResNet-50's and VGG-19's, full size, batch 1, pad 1,
 constant weights, followed by a ReLU), the direct conv is timed against its Winograd
 F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl`` as
-``winograd_cl.egg`` does (tiles laid out channels last; ``--compare`` times the other form too,
-in the same process), extracted with ``forms.rewritten_form`` whatever a cost model would
+``winograd_cl.egg`` does (tiles laid out channels last), or with ``--family winograd_f4`` as
+F(4x4, 3x3) (``winograd_f4.egg``; ``--compare`` times another form too, in the same process), extracted with ``forms.rewritten_form`` whatever a cost model would
 choose.  Both are tuned with MetaSchedule (``--trials`` per
 kernel, one work database, so a rerun tunes nothing) or built with default schedules
 (``--flow default``), checked against each other, and timed interleaved.  Beside each
@@ -78,6 +78,14 @@ def _direct_3x3(op: str, attrs: tuple, in_tys) -> bool:
 FAMILIES = {
     "winograd": (["winograd"], "conv2d-winograd-f2"),
     "winograd_cl": (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-cl"),
+    "winograd_f4": (["winograd_f4"], "conv2d-winograd-f4-cl"),
+}
+
+
+FORM_NAMES = {
+    "winograd": "Winograd F(2x2, 3x3)",
+    "winograd_cl": "Winograd F(2x2, 3x3), channels-last tiles",
+    "winograd_f4": "Winograd F(4x4, 3x3), channels-last tiles",
 }
 
 
@@ -150,7 +158,7 @@ def measure(
 
 def markdown(data: dict) -> str:
     lines = [
-        f"# 3x3 convs, direct vs Winograd F(2x2, 3x3): llvm, {data['flow']} flow"
+        f"# 3x3 convs, direct vs {FORM_NAMES[data.get('family', 'winograd')]}: llvm, {data['flow']} flow"
         + (f", {data['trials']} trials per kernel" if data["flow"] == "tuned" else ""),
         "",
         f"Machine: {data['machine']['machine']}, {data['machine']['cpus']} cores.  Runs: "
@@ -196,6 +204,7 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / stem
     data = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {"rows": []}
     data.update(
+        family=args.family,
         flow=args.flow,
         trials=args.trials,
         repeat=args.repeat,

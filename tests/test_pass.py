@@ -335,16 +335,20 @@ def test_grouped_batch_norm_folding_is_off_for_cuda_default_flow_only():
     assert report.functions["main"].rules_applied.get("conv2d-batch-norm-fold-grouped", 0) == 1
 
 
-def test_a_winograd_conv_is_checked_and_reported_as_one_conv():
-    """winograd: the roofline takes the Winograd form of a wide 3x3 conv; the
-    module computes the direct conv's values, and the report names one conv as Winograd,
-    not its tile conv, matmuls and transposes."""
-    x = tensor("x", (1, 128, 14, 14))
+@pytest.mark.parametrize(
+    "rules, said, rtol",
+    [(["winograd"], "1 conv as Winograd F(2x2, 3x3)", 1e-5), (["winograd_f4"], "1 conv as Winograd F(4x4, 3x3)", 1e-4)],
+)
+def test_a_winograd_conv_is_checked_and_reported_as_one_conv(rules, said, rtol):
+    """winograd and winograd_f4: the roofline takes the Winograd form of a wide 3x3 conv;
+    the module computes the direct conv's values, and the report names one conv as
+    Winograd of its kind, not its tile conv, matmuls and transposes."""
+    x = tensor("x", (1, 128, 16, 16))
     mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((128, 128, 3, 3)), padding=1))))
-    new, report = optimize(mod, "llvm", rules=["winograd"], cost_model="roofline")
-    assert report.functions["main"].changes == ["1 conv as Winograd F(2x2, 3x3)"]
+    new, report = optimize(mod, "llvm", rules=rules, cost_model="roofline")
+    assert report.functions["main"].changes == [said]
     assert relax_ops(new)["relax.matmul"] == 3  # the weight transform, folded when TVM builds
-    assert_close(mod, new, rtol=1e-5)
+    assert_close(mod, new, rtol=rtol)
 
 
 def test_report_says_what_changed_in_words():

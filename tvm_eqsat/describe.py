@@ -18,6 +18,7 @@ NAMES = {
     "matmul": ("matmul", "matmuls"),
     "matmul of a conv weight": ("conv as a matmul", "convs as matmuls"),
     "winograd": ("conv as Winograd F(2x2, 3x3)", "convs as Winograd F(2x2, 3x3)"),
+    "winograd f4": ("conv as Winograd F(4x4, 3x3)", "convs as Winograd F(4x4, 3x3)"),
     "concat": ("concat", "concats"),
     "split": ("split", "splits"),
     "pool NHWC": ("NHWC pool", "NHWC pools"),
@@ -33,10 +34,11 @@ def census(graph: TensorGraph) -> Counter:
         if node.is_const:
             continue
         if any(_from_table(graph, i) for i in node.inputs):
-            # a Winograd conv (winograd.egg) is counted once, by its output transform; its
+            # a Winograd conv (winograd*.egg) is counted once, by its output transform; its
             # tile transform (a conv) and its product (a matmul) are not counted again
-            if node.op == "Matmul" and graph.nodes[node.inputs[0]].op == "Table":
-                counts["winograd"] += 1
+            table = graph.nodes[node.inputs[0]]
+            if node.op == "Matmul" and table.op == "Table":
+                counts["winograd f4" if table.attrs[0].startswith("winograd-f4") else "winograd"] += 1
             continue
         if node.op == "Conv2d":
             counts[f"conv2d {node.attrs[4]}"] += 1
@@ -96,10 +98,13 @@ def describe(before: Counter, after: Counter) -> list[str]:
     if as_matmuls:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
-    as_winograd = max(after["winograd"] - before["winograd"], 0)
-    if as_winograd:
-        out.append(_n(as_winograd, "winograd"))
-        convs_before -= as_winograd
+    as_winograd = 0
+    for key in ("winograd", "winograd f4"):
+        n = max(after[key] - before[key], 0)
+        if n:
+            out.append(_n(n, key))
+            convs_before -= n
+            as_winograd += n
     if convs_after < convs_before:
         out.append(f"{convs_before} convs merged into {convs_after}")
     if after["batch_norm"] < before["batch_norm"]:

@@ -135,8 +135,9 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # not yet timed end to end.  scale (attention's scale into the projection weights) changed
 # nothing measurable: TVM fuses the multiply it removes into the transpose before it (small
 # BERT and ViT, default flow: 0.996x and 0.997x of the pass without it, inside the spread;
-# benchmarks/results/family-scale-llvm-default.json)
-OPT_IN = ("conv_matmul", "winograd_cl", "scale")
+# benchmarks/results/family-scale-llvm-default.json).  winograd_f4 (F(4x4, 3x3), channels-last
+# tiles) is new and not yet timed end to end
+OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4", "scale")
 # families on by default for one (target kind, build flow) only, where their choices were
 # checked end to end; elsewhere they run only when named.  winograd, llvm default flow: 1.26x
 # on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/results/
