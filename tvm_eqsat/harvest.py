@@ -40,6 +40,7 @@ from .tune import (
     read_database,
     tuned_records,
     tuning_target,
+    use_all_cores,
 )
 from .verify import random_inputs
 from .workload import Workload
@@ -121,6 +122,7 @@ def retime(
     """Each harvested kernel built with its records in ``work_dir`` (nothing is tuned) and
     timed afresh, ``repeat`` samples: a label with a spread, and without the tuner's
     outliers (see the module docstring).  None where the build or the run fails."""
+    use_all_cores()  # timed as the tuner and the benchmark run them
     tgt = tuning_target(target)
     database = read_database(work_dir)
     items: Iterable[Harvested] = found
