@@ -5,10 +5,11 @@ For each 3x3 conv shape of the suite (ResNet-50's and VGG-19's, full size, batch
 constant weights, followed by a ReLU), the direct conv is timed against its Winograd
 F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl`` as
 ``winograd_cl.egg`` does (tiles laid out channels last), or with ``--family winograd_f4`` as
-F(4x4, 3x3) (``winograd_f4.egg``; ``--compare`` times another form too, in the same process), extracted with ``forms.rewritten_form`` whatever a cost model would
-choose.  Both are tuned with MetaSchedule (``--trials`` per
-kernel, one work database, so a rerun tunes nothing) or built with default schedules
-(``--flow default``), checked against each other, and timed interleaved.  Beside each
+F(4x4, 3x3) (``winograd_f4.egg``; ``--compare`` times another form too, in the same
+process), extracted with ``forms.rewritten_form`` whatever a cost model would choose.
+Both are tuned with MetaSchedule (``--trials`` per kernel, one work database, so a rerun
+tunes nothing) or built with default schedules (``--flow default``), checked against each
+other, and timed interleaved.  Beside each
 measurement: the form the pass chooses with its cost model for that flow (``auto``) and
 the speedup that model predicts, so a wrong choice shows.
 

@@ -14,9 +14,9 @@ schedule (``retime``: the one-kernel module built from the database and timed li
 other row) it is off in two ways.  It lacks the VM's call, about 1 us: on the 245 kernels
 of the small conv models tuned at 64 trials (EPYC, 2 cores) the fresh times were 0.8-1.2 us
 longer below 20 us and equal within 2% above.  And a few records are wrong by orders of
-magnitude: 8 of those 245 (tiny batch norms and concats) read 0.2-13 ms where the kernel runs
-in 1-25 us, most likely candidates timed while another process held the second core (a
-parallel kernel then waits out the scheduler's time slice on every run).  So a dataset
+magnitude: 8 of those 245 (seven tiny batch norms and a concat) read 0.1-13 ms where a fresh
+run on a quiet machine takes 2-8 us, most likely candidates timed while another process held
+the second core (a parallel kernel then waits out the scheduler's time slice on every run).  So a dataset
 harvested for training is retimed on a quiet machine.
 """
 
