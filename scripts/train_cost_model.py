@@ -127,13 +127,23 @@ def k_fold(samples, rounds: int, k: int = 5, seed: int = 0, objective: str = "la
 HARVESTED_VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat")
 
 
-def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, path: Path, retime: int = 0) -> None:
+def harvest_dataset(
+    work_dir: str,
+    names: list[str],
+    small: bool,
+    target: str,
+    path: Path,
+    retime: int = 0,
+    rules: list[str] | None = None,
+) -> None:
     """Write the kernels of the zoo models ``names`` that the MetaSchedule database
     ``work_dir`` has tuned to ``path`` as dataset rows: the kernels of every variant the
     benchmark tunes (``HARVESTED_VARIANTS``: stock, TVM's graph passes, ConvertLayout to
     NHWC, tvm-eqsat), so the same convolution comes in both layouts where both were tuned.
     ``retime``: label each with ``retime`` fresh samples of its tuned schedule instead of the
-    tuner's record (``harvest.retime``: a spread, no outliers; needs a quiet machine)."""
+    tuner's record (``harvest.retime``: a spread, no outliers; needs a quiet machine).
+    ``rules``: the eqsat variant's rule families or rules, where the benchmark was run with
+    ``--rules`` (its kernels are those of that module)."""
     import csv
 
     import tvm
@@ -151,7 +161,8 @@ def harvest_dataset(work_dir: str, names: list[str], small: bool, target: str, p
     rows, seen, off = [], set(), []
     for name in names:
         model = (models.SMALL if small else models.MODELS)[name]()
-        mods = [make_variant(v, model.mod, tgt, {}).mod for v in HARVESTED_VARIANTS]
+        options = {"flow": "tuned", **({"rules": tuple(rules)} if rules is not None else {})}
+        mods = [make_variant(v, model.mod, tgt, options).mod for v in HARVESTED_VARIANTS]
         found = []
         for h in harvest(work_dir, mods, tgt, progress=True):
             if h.workload.key() not in seen:
@@ -250,6 +261,12 @@ def main() -> None:
     )
     p.add_argument("--small", action="store_true", help="with --from-database: the reduced models were tuned")
     p.add_argument(
+        "--rules",
+        nargs="+",
+        default=None,
+        help="with --from-database: the eqsat variant's rule families or rules, as given to benchmark.py --rules",
+    )
+    p.add_argument(
         "--retime",
         type=int,
         default=0,
@@ -273,7 +290,13 @@ def main() -> None:
         out = Path(args.out or Path(args.from_database) / "cost_model")
         dataset = Path(args.dataset or out / "dataset.csv")
         harvest_dataset(
-            args.from_database, args.models or sorted(models.MODELS), args.small, args.target, dataset, args.retime
+            args.from_database,
+            args.models or sorted(models.MODELS),
+            args.small,
+            args.target,
+            dataset,
+            args.retime,
+            args.rules,
         )
     else:
         out = Path(args.out or ROOT / "cost_models" / args.target)
