@@ -131,12 +131,14 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
 # (Winograd with channels-last tiles) pays on single layers in the tuned flow, where
-# winograd's form does not at 64 channels (layers-winograd-llvm-tuned-t32[-tiles-c-last].md);
-# not yet timed end to end.  scale (attention's scale into the projection weights) changed
-# nothing measurable: TVM fuses the multiply it removes into the transpose before it (small
-# BERT and ViT, default flow: 0.996x and 0.997x of the pass without it, inside the spread;
-# benchmarks/results/family-scale-llvm-default.json).  winograd_f4 (F(4x4, 3x3), channels-last
-# tiles) is new and not yet timed end to end
+# winograd's form does not at 64 channels (layers-winograd-llvm-tuned-t32[-tiles-c-last].md),
+# and full ResNet-50 with it ran 1.099x faster than its best stock variant (32 trials,
+# llvm-tuned-wino-t32.md); but the roofline also takes it on the 64-channel layers, where it
+# lost alone (0.82x), and no small model has been timed tuned with it.  scale (attention's
+# scale into the projection weights) changed nothing measurable: TVM fuses the multiply it
+# removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
+# the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
+# winograd_f4 (F(4x4, 3x3), channels-last tiles) is timed on single layers only
 OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4", "scale")
 # families on by default for one (target kind, build flow) only, where their choices were
 # checked end to end; elsewhere they run only when named.  winograd, llvm default flow: 1.26x
