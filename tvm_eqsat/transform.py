@@ -138,7 +138,9 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # scale into the projection weights) changed nothing measurable: TVM fuses the multiply it
 # removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
 # the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
-# winograd_f4 (F(4x4, 3x3), channels-last tiles) is timed on single layers only
+# winograd_f4 (F(4x4, 3x3), channels-last tiles): faster than winograd_cl on ResNet-50's four
+# layers tuned, and full ResNet-50 1.213x over its best stock variant (llvm-tuned-wino-f4-t32.md),
+# opt-in for the same reasons
 OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4", "scale")
 # families on by default for one (target kind, build flow) only, where their choices were
 # checked end to end; elsewhere they run only when named.  winograd, llvm default flow: 1.26x
