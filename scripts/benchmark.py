@@ -868,20 +868,20 @@ TUNING_DIR = ROOT / "benchmarks" / "tuning"  # committed pruned databases (scrip
 
 def seed_databases(args) -> None:
     """Start the tuned flow from the committed databases (the kernels we measured): their
-    kernels are not tuned again at their budget.  Says where they were tuned.  Only at the
-    budget they were tuned with: seeded stock kernels tuned longer than the kernels only
-    eqsat has would bias the comparison (a run at 4 trials against the committed 64)."""
+    kernels are not tuned again at their budget.  Says where they were tuned.  Only the
+    kernels tuned with this run's budget: seeded stock kernels tuned longer than the kernels
+    only eqsat has would bias the comparison (a run at 4 trials against the committed 64)."""
     for work, name in ((args.work_dir, args.target), (f"{args.work_dir}-aa", f"{args.target}-aa")):
         seed = TUNING_DIR / name
         source = json.loads((seed / "SOURCE.json").read_text()) if (seed / "SOURCE.json").is_file() else {}
         budgets = set(source.get("trial_budgets", ()))
-        if budgets and budgets != {args.trials}:
+        if budgets and args.trials not in budgets:
             print(
                 f"not starting from {seed.relative_to(ROOT)}: tuned with {sorted(budgets)} trials per kernel, "
                 f"this run {args.trials} (every variant's kernels get the same budget)"
             )
             continue
-        n = tune.seed_database(work, seed)
+        n = tune.seed_database(work, seed, args.trials)
         if not n:
             continue
         here = provenance.cpu_name()

@@ -183,7 +183,7 @@ def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, c
     benchmarks/tuning/<target>[-aa]; where they were tuned is said."""
     bench = load_script("benchmark")
     seeded = []
-    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed: seeded.append((work, seed)) or 3)
+    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed, trials: seeded.append((work, seed)) or 3)
     monkeypatch.setattr(bench, "TUNING_DIR", tmp_path / "tuning")
     (tmp_path / "tuning" / "llvm").mkdir(parents=True)
     (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps({"cpu": "Some CPU"}))
@@ -203,17 +203,18 @@ def test_committed_databases_seed_only_a_run_at_their_budget(tmp_path, monkeypat
     """Stock kernels tuned at 64 trials beside eqsat's tuned at 4 would favour stock."""
     bench = load_script("benchmark")
     seeded = []
-    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed: seeded.append(seed) or 3)
+    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed, trials: seeded.append((seed, trials)) or 3)
     monkeypatch.setattr(bench, "TUNING_DIR", tmp_path / "tuning")
     monkeypatch.setattr(bench, "ROOT", tmp_path)
     (tmp_path / "tuning" / "llvm").mkdir(parents=True)
-    source = {"cpu": "Some CPU", "trial_budgets": [64]}
+    source = {"cpu": "Some CPU", "trial_budgets": [32, 64]}
     (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps(source))
     bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "4", "--work-dir", str(tmp_path / "ms")]))
-    assert tmp_path / "tuning" / "llvm" not in seeded
-    assert "not starting from tuning/llvm: tuned with [64] trials per kernel, this run 4" in capsys.readouterr().out
+    assert not [seed for seed, _ in seeded if seed == tmp_path / "tuning" / "llvm"]
+    assert "not starting from tuning/llvm: tuned with [32, 64] trials per kernel, this run 4" in capsys.readouterr().out
+    # a database with kernels at several budgets seeds a run with the kernels at its budget only
     bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "64", "--work-dir", str(tmp_path / "ms")]))
-    assert tmp_path / "tuning" / "llvm" in seeded
+    assert (tmp_path / "tuning" / "llvm", 64) in seeded
 
 
 def test_the_quick_job_tunes_into_its_own_database():

@@ -193,7 +193,8 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     path = tmp_path / "committed" / tune.BUDGETS
     budgets = json.loads(path.read_text())
     path.write_text(json.dumps({f"fused_renamed-{key.rsplit('-', 1)[1]}": v for key, v in budgets.items()}))
-    assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 1
+    assert tune.seed_database(tmp_path / "at-16", tmp_path / "committed", trials=16) == 0  # tuned with 8, not 16
+    assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed", trials=8) == 1
     assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
     assert tune.seed_database(tmp_path / "other", tmp_path / "missing") == 0
     # gzipped, as scripts/export_tuning.py commits it: read back the same

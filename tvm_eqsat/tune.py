@@ -378,17 +378,24 @@ def prune_database(
     return kernels
 
 
-def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike) -> int:
+def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, trials: int | None = None) -> int:
     """Copy into ``work_dir`` the records of ``seed_dir`` (a pruned database) for kernels
-    ``work_dir`` has no record of, with their trial budgets, so that ``tune`` skips them.
-    Returns the number of kernels copied (0 if ``seed_dir`` holds no database)."""
+    ``work_dir`` has no record of, with their trial budgets, so that ``tune`` skips them;
+    ``trials``: only the kernels tuned with exactly that budget.  Returns the number of
+    kernels copied (0 if ``seed_dir`` holds no database)."""
     seed = Path(seed_dir)
     if not has_database(seed):
         return 0
     src, dst = read_database(seed), open_database(work_dir)
+    seed_budgets = _read_budgets(seed)
+    if trials is not None:
+        seed_budgets = {key: n for key, n in seed_budgets.items() if n == trials}
+    wanted = {key.rsplit("-", 1)[1] for key in seed_budgets}
     copied = 0
     for record in src.get_all_tuning_records():
         mod = record.workload.mod
+        if trials is not None and kernel_hash(mod) not in wanted:
+            continue
         if dst.has_workload(mod) and tuned_records(dst, mod):
             continue
         workload = dst.commit_workload(mod)
@@ -397,8 +404,8 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike) -> i
         )
         copied += 1
     budgets = _read_budgets(work_dir)
-    for key, trials in _read_budgets(seed).items():
-        budgets[key] = max(trials, budgets.get(key, 0))
+    for key, n in seed_budgets.items():
+        budgets[key] = max(n, budgets.get(key, 0))
     _write_budgets(work_dir, budgets)
     return copied
 
