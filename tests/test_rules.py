@@ -720,65 +720,45 @@ def conv2d_patchify_matmul(seed, positive):
 # ---- winograd: 3x3 convs as Winograd F(2x2, 3x3)
 
 
-def conv2d_winograd_f2(seed, positive):
-    """Batch 1 and 2, padding 1 and 0 (even output sides, square and not); negative: stride 2."""
-    rng = _rng(seed)
-    n, c, k = 1 + seed % 2, int(rng.integers(2, 6)), int(rng.integers(2, 6))
-    pad = 1 - seed % 2
-    size = (6, 8) if pad else (8, 10)  # a 6x8 output either way
-    x, w = tensor("x", (n, c, *size)), const((k, c, 3, 3), seed=seed)
-    stride = 1 if positive else 2
-    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad)))), [
-        "conv2d-winograd-f2"
-    ]
+def _winograd_direct(out: tuple[int, int], rule: str):
+    """Cases for a Winograd form's rule: batch 1 and 2, padding 1 and 0, an ``out`` output
+    either way (square or not); negative: stride 2."""
+
+    def build(seed, positive):
+        rng = _rng(seed)
+        n, c, k = 1 + seed % 2, int(rng.integers(2, 6)), int(rng.integers(2, 6))
+        pad = 1 - seed % 2
+        size = tuple(d + 2 * (1 - pad) for d in out)
+        x, w = tensor("x", (n, c, *size)), const((k, c, 3, 3), seed=seed)
+        stride = 1 if positive else 2
+        return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad)))), [rule]
+
+    return build
 
 
-def conv2d_winograd_f2_cl(seed, positive):
-    """conv2d-winograd-f2's cases, for the channels-last form (winograd_cl.egg)."""
-    mod, _ = conv2d_winograd_f2(seed, positive)
-    return mod, ["conv2d-winograd-f2-cl"]
+def _winograd_padded(inputs: tuple[tuple[int, int], ...], negative: tuple[int, int], rule: str):
+    """Cases for the rule that computes a conv on the next size a Winograd form tiles:
+    inputs ``inputs[seed % 2]`` (outputs one row and one column smaller), asymmetric padding
+    (top 0, left 1, bottom 1, right 0); negative: input ``negative``, whose output the form
+    tiles already."""
+
+    def build(seed, positive):
+        rng = _rng(seed)
+        c, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
+        h, v = inputs[seed % 2] if positive else negative
+        x, w = tensor("x", (1, c, h, v)), const((k, c, 3, 3), seed=seed)
+        return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=(0, 1, 1, 0))))), [rule]
+
+    return build
 
 
-def conv2d_winograd_f2_even(seed, positive):
-    """An odd output height (seed 0) or width (seed 1), asymmetric padding (top 0, left 1,
-    bottom 1, right 0); negative: even sides."""
-    rng = _rng(seed)
-    c, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
-    h, v = (8, 7) if seed % 2 == 0 else (7, 6)  # outputs 7x6 and 6x5
-    if not positive:
-        h, v = 7, 7
-    x, w = tensor("x", (1, c, h, v)), const((k, c, 3, 3), seed=seed)
-    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=(0, 1, 1, 0))))), [
-        "conv2d-winograd-f2-even"
-    ]
-
-
-def conv2d_winograd_f4_cl(seed, positive):
-    """Batch 1 and 2, padding 1 and 0, output sides multiples of 4 (square and not);
-    negative: stride 2."""
-    rng = _rng(seed)
-    n, c, k = 1 + seed % 2, int(rng.integers(2, 6)), int(rng.integers(2, 6))
-    pad = 1 - seed % 2
-    size = (8, 12) if pad else (10, 14)  # an 8x12 output either way
-    x, w = tensor("x", (n, c, *size)), const((k, c, 3, 3), seed=seed)
-    stride = 1 if positive else 2
-    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad)))), [
-        "conv2d-winograd-f4-cl"
-    ]
-
-
-def conv2d_winograd_f4_pad(seed, positive):
-    """Output sides 7x6 (seed 0) and 5x8 (seed 1), asymmetric padding (top 0, left 1,
-    bottom 1, right 0); negative: 8x4, both multiples of 4."""
-    rng = _rng(seed)
-    c, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
-    h, v = (8, 7) if seed % 2 == 0 else (6, 9)
-    if not positive:
-        h, v = 9, 5
-    x, w = tensor("x", (1, c, h, v)), const((k, c, 3, 3), seed=seed)
-    return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=(0, 1, 1, 0))))), [
-        "conv2d-winograd-f4-pad"
-    ]
+# F(2x2): a 6x8 output; an odd output height (7x6) or width (6x5), negative 6x6
+conv2d_winograd_f2 = _winograd_direct((6, 8), "conv2d-winograd-f2")
+conv2d_winograd_f2_cl = _winograd_direct((6, 8), "conv2d-winograd-f2-cl")  # winograd_cl.egg's form
+conv2d_winograd_f2_even = _winograd_padded(((8, 7), (7, 6)), (7, 7), "conv2d-winograd-f2-even")
+# F(4x4): an 8x12 output; outputs 7x6 and 5x8, negative 8x4 (both multiples of 4)
+conv2d_winograd_f4_cl = _winograd_direct((8, 12), "conv2d-winograd-f4-cl")
+conv2d_winograd_f4_pad = _winograd_padded(((8, 7), (6, 9)), (9, 5), "conv2d-winograd-f4-pad")
 
 
 BUILDERS = {
