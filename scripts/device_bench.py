@@ -21,6 +21,16 @@ and by ``benchmark.py``).  ``--weights bound`` puts the weights in the libraries
 compares the device's outputs with this machine's; those bundles are packed into parts
 (``DIR/part0``, ``DIR/part1``, ...: one device run each) by the bytes of their weights,
 and ``collect`` takes each part's results.
+
+The tuned flow runs offline in three steps and two device runs (``tvm_eqsat.batch_tune``):
+
+    python scripts/device_bench.py variants --out out/v                     # the modules, saved
+    python scripts/device_bench.py candidates --modules out/v --out out/c   # sampled schedules
+    python scripts/device_bench.py candidates --modules out/v --only stock --seed 1000 --out out/aa
+    # device: python out/c/run.py --out $OUT/c; python out/aa/run.py --out $OUT/aa
+    python scripts/device_bench.py tuned --modules out/v --main out/c c.json --aa out/aa aa.json --out out/t
+    # device: python out/t/run.py --out $OUT
+    python scripts/device_bench.py collect out/t <files_at>/results.json --flow tuned
 """
 
 from __future__ import annotations
@@ -34,9 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import tvm  # noqa: E402
 from benchmark import STOCK_VARIANTS, best_stock_table, make_target, make_variant, pass_options  # noqa: E402
 
-from tvm_eqsat import bundle, models, provenance  # noqa: E402
+from tvm_eqsat import batch_tune, bundle, models, provenance  # noqa: E402
 from tvm_eqsat.graph import TensorTy, module_graphs, ty_of  # noqa: E402
 
 VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat", "eqsat+tvm")
@@ -44,9 +55,14 @@ FIELDS = ["model", "variant", "median_ms", "p10_ms", "p90_ms", "max_rel_diff", "
           "predicted_speedup", "changed", "rules_fired", "notes"]  # fmt: skip
 
 
+FLOW_TITLES = {
+    "default": "default flow (dlight)",
+    "tuned": "tuned flow offline (dlight, with MetaSchedule's fastest of N random schedules of each conv and matmul "
+    "kernel where it beat dlight on the device; device_bench.py candidates/tuned)",
+}
 SAME_MODULE = {"eqsat": "stock", "eqsat+tvm": "stock+tvm"}  # what a variant's module is when the pass changed nothing
 RUNTIME_MIB = 8  # the runtime part of a bundle (tvm without its compiler, gzipped; the tvm_ffi wheel), with a margin
-CODE_MIB = 1.0  # a library's code beside its weights, gzipped (CUDA sm_90, small suite: 0.1-0.5 MiB measured)
+CODE_MIB = 0.3  # a library's code beside its weights, in the solid archive (CUDA sm_90, small suite: 0.07 MiB measured)
 
 
 def _constant_bytes(mod) -> int:
@@ -56,40 +72,52 @@ def _constant_bytes(mod) -> int:
     )
 
 
-def build(args) -> None:
-    """One bundle, or several (``DIR/part0``, ...) when the models' weights do not fit one:
-    models are packed in order into parts whose libraries' weights stay under the limit."""
-    target = make_target(args.target, args.arch)
+def model_variants(args, target):
+    """Each model's variants that differ from stock (``make_variant``, the default flow's
+    pass options): yields (model name, its Model, {variant: Variant}, {entry: info}),
+    recording variants the pass flagged in ``SKIPPED``."""
     builders = models.SMALL if args.small else models.MODELS
     opts = pass_options(
         argparse.Namespace(
             time_limit=args.time_limit, cost_model="auto", flow="default", speed_check=False, work_dir=None, trials=0
         )
     )
-    room = bundle.room_bytes() / 2**20 - RUNTIME_MIB
-    parts: list[tuple[list, dict, float]] = [([], {}, 0.0)]
-    skipped: dict[str, str] = {}
     for name in args.models:
         model = builders[name]()
-        mine, info = [], {}
+        mine, info = {}, {}
         for vname in args.variants:
             try:
                 v = make_variant(vname, model.mod, target, opts)
             except RuntimeError as err:  # the pass flagged its own run: that variant is not timed
                 print(f"{name}/{vname}: left out: {err}", file=sys.stderr)
-                skipped[f"{name}/{vname}"] = str(err)[:500]
+                SKIPPED[f"{name}/{vname}"] = str(err)[:500]
                 continue
             if vname != "stock" and not v.changed:
                 continue  # the same module as stock: nothing more to time
-            mine.append(
-                bundle.Entry(f"{name}/{vname}", v.mod, number=args.number, repeat=args.repeat, weights=args.weights)
-            )
+            mine[vname] = v
             info[f"{name}/{vname}"] = {
                 "predicted_speedup": v.predicted_speedup,
                 "changed": int(v.changed),
                 "rules_fired": v.rules_fired,
                 "notes": v.notes,
             }
+        yield name, model, mine, info
+
+
+SKIPPED: dict[str, str] = {}  # "model/variant": why the pass's run was not used
+
+
+def build(args) -> None:
+    """One bundle, or several (``DIR/part0``, ...) when the models' weights do not fit one:
+    models are packed in order into parts whose libraries' weights stay under the limit."""
+    target = make_target(args.target, args.arch)
+    room = bundle.room_bytes() / 2**20 - RUNTIME_MIB
+    parts: list[tuple[list, dict, float]] = [([], {}, 0.0)]
+    for name, model, variants, info in model_variants(args, target):
+        mine = [
+            bundle.Entry(f"{name}/{vname}", v.mod, number=args.number, repeat=args.repeat, weights=args.weights)
+            for vname, v in variants.items()
+        ]
         weights = _constant_bytes(model.mod) / 2**20 if args.weights == "bound" else 0.0
         mib = len(mine) * (weights + CODE_MIB)
         if mib > room:
@@ -103,11 +131,97 @@ def build(args) -> None:
         parts[-1] = (entries + mine, {**infos, **info}, used + mib)
     for k, (entries, info, _) in enumerate(parts):
         out = Path(args.out) / f"part{k}" if len(parts) > 1 else Path(args.out)
-        path = bundle.build_bundle(entries, target, out, python_version=args.python, rounds=args.rounds)
-        (path / "variants.json").write_text(
-            json.dumps({**info, "__left_out__": skipped, "__variants__": args.variants}, indent=1)
-        )
+        path = bundle.build_bundle(entries, target, out, python_version=args.python, rounds=args.rounds, solid=True)
+        _write_variants(path, info, args.variants)
         print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
+
+
+def _write_variants(path: Path, info: dict, variants: list[str]) -> None:
+    (path / "variants.json").write_text(
+        json.dumps({**info, "__left_out__": SKIPPED, "__variants__": variants}, indent=1)
+    )
+
+
+# ---------------------------------------------------------------- tuned flow, offline
+
+
+def save_variants(args) -> None:
+    """The variants' modules saved (``DIR/modules/<model>__<variant>.json``), so that the
+    candidates and the tuned bundle are built from the very modules the pass returned."""
+    target = make_target(args.target, args.arch)
+    out = Path(args.out) / "modules"
+    out.mkdir(parents=True, exist_ok=True)
+    infos: dict = {}
+    for name, _, variants, info in model_variants(args, target):
+        for vname, v in variants.items():
+            (out / f"{name}__{vname}.json").write_text(tvm.ir.save_json(v.mod))
+        infos.update(info)
+    _write_variants(Path(args.out), infos, args.variants)
+    print(f"{len(infos)} modules in {out}")
+
+
+def _saved_modules(folder: str, variants: list[str] | None = None, names: list[str] | None = None) -> dict:
+    """{"model/variant": module} saved by ``save_variants`` (only those of ``variants`` and
+    of the models ``names``, where given)."""
+    found = {}
+    for path in sorted((Path(folder) / "modules").glob("*.json")):
+        model, vname = path.stem.split("__")
+        if (variants is None or vname in variants) and (names is None or model in names):
+            found[f"{model}/{vname}"] = tvm.ir.load_json(path.read_text())
+    return found
+
+
+def candidates(args) -> None:
+    """A bundle of ``--n`` sampled schedules of every heavy kernel of the saved modules
+    (``--only`` some variants: stock for the A/A control, with another ``--seed``), each
+    beside its dlight schedule (``tvm_eqsat.batch_tune``)."""
+    target = make_target(args.target, args.arch)
+    mods = _saved_modules(args.modules, args.only, args.models)
+    tasks = batch_tune.extract_tasks(list(mods.values()), target, None if args.all_kernels else batch_tune.heavy)
+    print(f"{len(tasks)} kernels of {len(mods)} modules", file=sys.stderr)
+    path = batch_tune.candidate_bundle(
+        tasks, target, args.out, n=args.n, seed=args.seed, python_version=args.python, number=args.number,
+        repeat=args.repeat,
+    )  # fmt: skip
+    print(f"{path}: {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
+
+
+def tuned(args) -> None:
+    """The device's candidate timings recorded into databases (``<out>-db-main``, and
+    ``<out>-db-aa`` for the A/A control, beside ``--out``), then every saved module built
+    with them (dlight where no candidate beat it) into a bundle of the tuned flow;
+    ``stock-aa`` is stock's module built with the A/A database."""
+    target = make_target(args.target, args.arch)
+    out = Path(args.out)
+    kernels: dict[str, list] = {}
+    dbs = {}
+    for tag, pair in (("main", args.main), ("aa", args.aa)):
+        if pair:
+            kernels[tag] = []
+            dbs[tag] = batch_tune.record_results(pair[0], pair[1], out.parent / f"{out.name}-db-{tag}", kernels[tag])
+    mods = _saved_modules(args.modules, None, args.models)
+    entries = [
+        bundle.Entry(key, mod, database=dbs["main"], number=args.number, repeat=args.repeat, weights="device")
+        for key, mod in mods.items()
+    ]
+    if "aa" in dbs:
+        entries += [
+            bundle.Entry(key.replace("/stock", "/stock-aa"), mod, database=dbs["aa"], number=args.number,
+                         repeat=args.repeat, weights="device")
+            for key, mod in mods.items() if key.endswith("/stock")
+        ]  # fmt: skip
+    path = bundle.build_bundle(
+        entries, target, out, python_version=args.python, rounds=args.rounds, expected=False, solid=True
+    )
+    info = json.loads((Path(args.modules) / "variants.json").read_text())
+    asked = info.pop("__variants__")
+    SKIPPED.update(info.pop("__left_out__"))
+    _write_variants(path, info, asked + (["stock-aa"] if "aa" in dbs else []))
+    (path / "kernels.json").write_text(json.dumps(kernels, indent=1))
+    for tag, rows in kernels.items():
+        won = [r for r in rows if r["best_ms"] < r["baseline_ms"]]
+        print(f"{tag}: a candidate beat dlight on {len(won)} of {len(rows)} kernels")
+    print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
 
 
 def collect(args) -> None:
@@ -149,7 +263,7 @@ def collect(args) -> None:
         for r in vs.values():
             r["speedup_vs_stock"] = f"{stock / float(r['median_ms']):.4f}" if stock else ""
             rows.append({k: r.get(k, "") for k in FIELDS})
-    stem = f"{manifest['target_kind']}-default{'-small' if args.small else ''}{'-' + args.tag if args.tag else ''}"
+    stem = f"{manifest['target_kind']}-{args.flow}{'-small' if args.small else ''}{'-' + args.tag if args.tag else ''}"
     out = Path(args.out_dir)
     with open(out / f"{stem}.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -168,7 +282,7 @@ def collect(args) -> None:
     device_made = any(e.get("weights") for e in manifest["entries"])
     weights = "made on the device (random; outputs not compared there)" if device_made else "bound, outputs compared"
     lines = [
-        f"# {manifest['target_kind']}, default flow (dlight){' (small models)' if args.small else ''}",
+        f"# {manifest['target_kind']}, {FLOW_TITLES[args.flow]}{' (small models)' if args.small else ''}",
         "",
         f"Device: {result['device']}, Python {result['python']}, TVM runtime only: {result['runtime_only']}; "
         f"{result['date']}; {result['rounds']} interleaved rounds. Built with "
@@ -222,8 +336,40 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--small", action="store_true")
     c.add_argument("--tag", default="", help="results file name suffix (a rerun of the same bundle, say)")
     c.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
+    c.add_argument("--flow", default="default", choices=sorted(FLOW_TITLES), help="what the bundle built")
+    v = sub.add_parser("variants", help="tuned flow, step 1: save the variants' modules")
+    v.add_argument("--models", nargs="+", default=list(models.SUITE))
+    v.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    k = sub.add_parser("candidates", help="tuned flow, step 2: a bundle of sampled schedules of their kernels")
+    k.add_argument("--modules", required=True, help="the folder `variants` wrote")
+    k.add_argument("--only", nargs="+", default=None, help="only these variants' kernels (stock, for the A/A control)")
+    k.add_argument("--n", type=int, default=16, help="schedules sampled per kernel")
+    k.add_argument("--seed", type=int, default=0)
+    k.add_argument("--all-kernels", action="store_true", help="not only convolutions and matrix products")
+    k.add_argument("--number", type=int, default=20)
+    k.add_argument("--repeat", type=int, default=3)
+    t = sub.add_parser("tuned", help="tuned flow, step 3: record the device's timings, build the tuned bundle")
+    t.add_argument("--modules", required=True, help="the folder `variants` wrote")
+    t.add_argument(
+        "--main", nargs=2, required=True, metavar=("BUNDLE", "RESULTS"), help="the candidates' bundle and timings"
+    )
+    t.add_argument("--aa", nargs=2, default=None, metavar=("BUNDLE", "RESULTS"), help="the A/A control's candidates")
+    t.add_argument("--number", type=int, default=10)
+    t.add_argument("--repeat", type=int, default=5)
+    t.add_argument("--rounds", type=int, default=6)
+    for p in (k, t):
+        p.add_argument("--models", nargs="+", default=None, help="only these models of the saved modules")
+    for p in (v, k, t):
+        p.add_argument("--small", action="store_true")
+        p.add_argument("--target", default="cuda", choices=["cuda", "llvm"])
+        p.add_argument("--arch", default="sm_90")
+        p.add_argument("--time-limit", type=float, default=30.0)
+        p.add_argument("--python", default=bundle.DEVICE_PYTHON, help="the device's Python (major.minor)")
+        p.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    build(args) if args.command == "build" else collect(args)
+    {"build": build, "collect": collect, "variants": save_variants, "candidates": candidates, "tuned": tuned}[
+        args.command
+    ](args)
 
 
 if __name__ == "__main__":

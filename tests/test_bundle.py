@@ -129,8 +129,16 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     )
     result = json.loads((tmp_path / "out" / "results.json").read_text())
     assert result["runtime_only"] and not result["failures"] and len(result["rows"]) == len(kernels)
-    db = batch_tune.record_results(path, tmp_path / "out" / "results.json", tmp_path / "db")
-    assert len(db.get_all_tuning_records()) == len(kernels)
+    bases = {e["name"] for e in kernels if "baseline" not in e}
+    assert bases and all(e.get("baseline") in bases for e in kernels if e["name"] not in bases)
+    report: list = []
+    db = batch_tune.record_results(path, tmp_path / "out" / "results.json", tmp_path / "db", report)
+    assert len(report) == len(bases)  # one row per kernel: its stock schedule against its best candidate
+    records = db.get_all_tuning_records()
+    # only a candidate faster than the kernel's stock schedule is recorded, one per kernel
+    assert len(records) == sum(r["best_ms"] < r["baseline_ms"] for r in report)
+    won = sorted(r["best_ms"] for r in report if r["best_ms"] < r["baseline_ms"])
+    assert sorted(round(float(r.run_secs[0]) * 1e3, 9) for r in records) == [round(t, 9) for t in won]
     target = tune.tuning_target("llvm")
     vm = tvm.relax.VirtualMachine(tune.build(mod, target, db), tvm.cpu())
     args = verify.random_inputs(mod["main"])
@@ -227,7 +235,7 @@ def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
 
 def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
     bench = load_script("device_bench")
-    monkeypatch.setattr(bench, "RUNTIME_MIB", bundle.room_bytes() / 2**20 - 2)  # room for 2 MiB of libraries
+    monkeypatch.setattr(bench, "RUNTIME_MIB", bundle.room_bytes() / 2**20 - 0.7)  # room for 0.7 MiB of libraries
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
     bench.main(
         [
@@ -247,8 +255,73 @@ def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
             "--out",
             str(tmp_path / "b"),
         ]
-    )  # 2 x (0.2 MiB of weights + 1 MiB of code)
+    )  # 2 x (0.2 MiB of weights + 0.3 MiB of code)
     parts = sorted(p.name for p in (tmp_path / "b").iterdir())
     assert parts == ["part0", "part1"]
     names = [json.loads((tmp_path / "b" / p / "manifest.json").read_text())["entries"][0]["name"] for p in parts]
     assert names == ["nasrnn/stock", "squeezenet/stock"]
+
+
+def test_device_bench_tuned_flow_offline_on_the_cpu(tmp_path):
+    """The offline tuned flow end to end on llvm: the variants' modules saved, candidates of
+    their matmul kernels (and the A/A control's, another seed) timed by the runtime-only
+    runner, recorded, the tuned bundle built with them and timed, collected."""
+    bench = load_script("device_bench")
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    common = ["--small", "--target", "llvm", "--python", py]
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+
+    def run(bundle_dir: Path) -> Path:
+        out = bundle_dir.parent / f"{bundle_dir.name}-out"
+        subprocess.run([sys.executable, str(bundle_dir / "run.py"), "--out", str(out)], check=True, env=env,
+                       capture_output=True, timeout=600)  # fmt: skip
+        return out / "results.json"
+
+    bench.main(
+        ["variants", *common, "--models", "nasrnn", "--variants", "stock", "eqsat", "--out", str(tmp_path / "v")]
+    )
+    assert (tmp_path / "v" / "modules" / "nasrnn__stock.json").exists()
+    for tag, extra in (("main", ["--seed", "0"]), ("aa", ["--seed", "7", "--only", "stock"])):
+        bench.main(["candidates", *common, "--modules", str(tmp_path / "v"), "--n", "2", "--number", "2",
+                    "--repeat", "1", *extra, "--out", str(tmp_path / tag)])  # fmt: skip
+    manifest = json.loads((tmp_path / "main" / "manifest.json").read_text())
+    assert (tmp_path / "main" / bundle.SOLID).exists() and all(
+        e["file"].startswith("libs/") for e in manifest["entries"]
+    )
+    bench.main(["tuned", *common, "--modules", str(tmp_path / "v"), "--main", str(tmp_path / "main"),
+                str(run(tmp_path / "main")), "--aa", str(tmp_path / "aa"), str(run(tmp_path / "aa")), "--rounds", "1",
+                "--repeat", "2", "--number", "1", "--out", str(tmp_path / "t")])  # fmt: skip
+    kernels = json.loads((tmp_path / "t" / "kernels.json").read_text())
+    assert kernels["main"] and kernels["aa"]  # each kernel: its stock schedule against its best candidate
+    (tmp_path / "res").mkdir()
+    bench.main(["collect", str(tmp_path / "t"), str(run(tmp_path / "t")), "--small", "--flow", "tuned", "--out-dir",
+                str(tmp_path / "res")])  # fmt: skip
+    rows = {r["variant"]: r for r in csv.DictReader(open(tmp_path / "res" / "llvm-tuned-small.csv"))}
+    assert {"stock", "stock-aa"} <= set(rows) and all(float(r["median_ms"]) > 0 for r in rows.values())
+    assert "tuned flow offline" in (tmp_path / "res" / "llvm-tuned-small.md").read_text()
+
+
+def test_a_candidate_far_slower_than_its_stock_schedule_is_not_timed_further():
+    from tvm_eqsat import bundle_runner as runner
+
+    rows = {"k0_base": {"probe_ms": 1.0}, "k0_c0": {"probe_ms": 2.9}, "k0_c1": {"probe_ms": 3.2}}
+    rows |= {"k1_base": {"probe_ms": 0.01}, "k1_c0": {"probe_ms": 0.1}}
+    assert not runner.too_slow({"name": "k0_c0", "baseline": "k0_base"}, rows)
+    assert runner.too_slow({"name": "k0_c1", "baseline": "k0_base"}, rows)
+    assert not runner.too_slow({"name": "k1_c0", "baseline": "k1_base"}, rows)  # within 0.1 ms: probes are noisy
+    assert not runner.too_slow({"name": "k0_base"}, rows)
+
+
+def test_the_runner_stops_at_its_deadline_and_writes_what_it_timed(tmp_path):
+    """A device run has a hard time limit: past ``--deadline-s`` the runner times nothing
+    more and still writes results.json, listing what it left."""
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    path = bundle.build_bundle(
+        [bundle.Entry("mlp", _mlp(), number=1, repeat=2)], "llvm", tmp_path / "b", python_version=py
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    for deadline, timed in (("0", 0), ("600", 1)):
+        subprocess.run([sys.executable, str(path / "run.py"), "--out", str(tmp_path / deadline), "--deadline-s", deadline],
+                       check=True, env=env, capture_output=True, timeout=600)  # fmt: skip
+        result = json.loads((tmp_path / deadline / "results.json").read_text())
+        assert len(result["rows"]) == timed and result["untimed"] == ([] if timed else ["mlp"])

@@ -360,3 +360,26 @@ def test_forked_builder_builds_and_survives_hanging_or_crashing_candidates(monke
     assert hang.artifact_path is None and "timed out after 2 s" in hang.error_msg
     assert crash.artifact_path is None and "exit code 7" in crash.error_msg
     assert fine.error_msg is None and os.path.exists(fine.artifact_path)
+
+
+def test_cuda_tuning_target_gets_the_limits_metaschedule_reads_and_keeps_its_own():
+    plain = tune.tuning_target({"kind": "cuda", "arch": "sm_90"})
+    assert int(plain.attrs["max_threads_per_block"]) == 1024
+    assert int(plain.attrs["max_shared_memory_per_block"]) == 49152
+    named = tune.tuning_target({"kind": "cuda", "arch": "sm_90", "max_shared_memory_per_block": 101376})
+    assert int(named.attrs["max_shared_memory_per_block"]) == 101376
+
+
+def test_a_database_goes_before_dlight_so_dlight_schedules_only_what_it_lacks(tmp_path):
+    """On CUDA a tuned build applies the database's kernels, then dlight's default
+    schedules to the rest: with an empty database it is the stock build, and it compiles."""
+    target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
+    db = tune.open_database(tmp_path / "db")
+    names = [p.info.name for p in tune.legalize_passes(target, db)]
+    assert names.index("MetaScheduleApplyDatabase") == names.index("ApplyDefaultSchedule") - 1
+    assert "MetaScheduleApplyDatabase" not in [p.info.name for p in tune.legalize_passes(target)]
+    x = tensor("x", (8, 32))
+    mod = module(
+        [x], lambda bb, x: relax.op.nn.relu(bb.emit(relax.op.matmul(x, relax.const(np.ones((32, 16), "float32")))))
+    )
+    assert measure.nvcc_compile(tune.build(mod, target, db), target) > 0

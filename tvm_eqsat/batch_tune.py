@@ -4,34 +4,40 @@ another machine, written back into the database as measured records.
 The lent GPU machine takes batch commands only (no RPC can reach it), so tuning there
 is offline: ``candidate_bundle`` extracts the kernels of a module, samples ``n``
 schedules of each from MetaSchedule's design space (the ``replay-trace`` strategy:
-random decisions, no feedback between rounds), compiles each candidate to a library
-and writes a runtime-only bundle (``tvm_eqsat.bundle``) whose runner times them all;
-``record_results`` then turns the run's ``results.json`` into tuning records, so
-``tune.build(mod, target, database)`` builds with the fastest candidate of each kernel.
-One round is a random search of ``n`` trials per kernel; rounds can be repeated with
-other seeds (records accumulate in the database).
+random decisions, no feedback between rounds), compiles them, beside the kernel as the
+stock pipeline schedules it (dlight on CUDA), into a runtime-only bundle
+(``tvm_eqsat.bundle``) whose runner times them all; ``record_results`` then turns the
+run's ``results.json`` into tuning records: the fastest candidate of each kernel, where
+it beat the stock schedule, so ``tune.build(mod, target, database)`` uses it there and
+the stock schedule elsewhere.  One round is a random search of ``n`` trials per kernel;
+rounds can be repeated with other seeds (records accumulate in the database).
 
-    path = batch_tune.candidate_bundle(mod, "cuda", "out/cands", n=32)
+    path = batch_tune.candidate_bundle(mod, "cuda", "out/cands", n=16)
     # device: python out/cands/run.py --out $OUT
     db = batch_tune.record_results("out/cands", "<files_at>/results.json", "ms_db")
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import multiprocessing
 import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import tvm
+from tqdm import tqdm
 from tvm.s_tir import meta_schedule as ms
 
 from . import bundle, provenance, tune
 
 log = logging.getLogger("tvm_eqsat")
 
-CANDIDATES = "candidates.json"  # kept with the bundle: what each timed library is, to record it
+CANDIDATES = "candidates.json.gz"  # kept with the bundle: what each timed library is, to record it
 
 
 def _sample(task, target, n: int, seed: int) -> list:
@@ -52,8 +58,69 @@ def _sample(task, target, n: int, seed: int) -> list:
     return candidates
 
 
+def extract_tasks(mods: list[tvm.IRModule], target: Any, select=None) -> list:
+    """The kernels of ``mods`` as the tuned build fuses them, each workload once (the
+    first module that has it names it); ``select(task) -> bool`` keeps a subset."""
+    target = tune.tuning_target(target)
+    found: dict[Any, Any] = {}
+    for mod in mods:
+        for task in ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), target):
+            if select is None or select(task):
+                found.setdefault(tune.kernel_hash(task.dispatched[0]), task)
+    return list(found.values())
+
+
+def heavy(task) -> bool:
+    """Kernels worth a GPU search: convolutions and matrix products.  The others are
+    memory-bound element-wise and reduction kernels, which dlight already schedules at
+    close to bandwidth."""
+    return any(op in task.task_name for op in HEAVY_OPS)
+
+
+HEAVY_OPS = ("conv2d", "matmul", "dense")
+
+
+def default_scheduled(workload: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """The kernel as the target's stock pipeline schedules it (dlight on CUDA, nothing on
+    CPU, where the default lowering compiles it): the baseline a candidate must beat."""
+    passes = [p for p in tune.legalize_passes(target) if p.info.name == "ApplyDefaultSchedule"]
+    with target:
+        return tvm.transform.Sequential(passes)(workload) if passes else workload
+
+
+def _arg_specs(func) -> list:
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    return [provenance.plain(a.as_json()) for a in ArgInfo.from_prim_func(func)]  # ["TENSOR", dtype, shape]
+
+
+def _compile_group(out: Path, stem: str, funcs: dict, target) -> dict[str, str]:
+    """The functions of one kernel compiled into one library (one nvcc run), or one by one
+    where the group does not build; {function: library file} of those that build."""
+    try:
+        ex = tvm.compile(tvm.IRModule(funcs), target=target)
+        return dict.fromkeys(funcs, bundle.add_library(out, stem, ex, target, solid=True))
+    except Exception as err:  # noqa: BLE001 - a candidate that does not build is skipped, as tuning does
+        if len(funcs) == 1:
+            log.info("%s does not build: %s", stem, str(err).splitlines()[0][:200])
+            return {}
+        built = {}
+        for name, func in funcs.items():
+            built.update(_compile_group(out, f"{stem}_{name}", {name: func}, target))
+        return built
+
+
+def _compile_job(out: str, stem: str, module_json: str, target_config: dict) -> dict[str, str]:
+    """``_compile_group`` in a worker process (TVM's compiler holds the GIL, so threads
+    would compile one kernel at a time); the functions travel as JSON."""
+    mod = tvm.ir.load_json(module_json)
+    target = tvm.target.Target(target_config)
+    with bundle.cuda_compile_env(target):
+        return _compile_group(Path(out), stem, {gv.name_hint: mod[gv] for gv in mod.get_global_vars()}, target)
+
+
 def candidate_bundle(
-    mod: tvm.IRModule,
+    mod: tvm.IRModule | list,
     target: Any,
     out_dir: str | os.PathLike,
     n: int = 16,
@@ -61,74 +128,113 @@ def candidate_bundle(
     python_version: str = bundle.DEVICE_PYTHON,
     number: int = 10,
     repeat: int = 5,
+    baseline: bool = True,
 ) -> Path:
-    """A bundle timing ``n`` sampled schedules of every kernel of ``mod``."""
-    target = tune.tuning_target(target)
-    tasks = ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), target)
-    out, manifest = bundle.new_bundle(out_dir, target)
-    kept = []
-    with bundle.cuda_compile_env(target):
-        for t, task in enumerate(tasks):
+    """A bundle timing ``n`` sampled schedules of every kernel of ``mod`` (or of the
+    tasks ``extract_tasks`` gave), and with ``baseline`` the kernel as the stock pipeline
+    schedules it, which ``record_results`` then requires a candidate to beat.  Each
+    kernel's functions share one library (one nvcc run), compiled in worker processes
+    while the next kernels are sampled; the libraries travel as one xz archive (``bundle``'s solid
+    form: about 6 KiB a kernel)."""
+    user_target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    target = tune.tuning_target(user_target)
+    tasks = extract_tasks([mod], target) if isinstance(mod, tvm.IRModule) else list(mod)
+    out, manifest = bundle.new_bundle(out_dir, user_target)
+    kept, jobs, workloads = [], [], []
+
+    def entry(name: str, file: str, specs: list, base: str | None) -> dict:
+        row = {"kind": "kernel", "name": name, "file": file, "function": name, "number": number, "repeat": repeat}
+        return {**row, "inputs": [[a[2], a[1]] for a in specs], **({"baseline": base} if base else {})}
+
+    workers = ProcessPoolExecutor(tune.available_cores(), mp_context=multiprocessing.get_context("fork"))
+    with bundle.cuda_compile_env(target), workers as pool:
+        for t, task in enumerate(tqdm(tasks, desc=f"sampling {n} schedules a kernel", file=sys.stderr)):
+            workload = task.dispatched[0]
+            specs = _arg_specs(workload["main"])
+            funcs, rows = {}, []
+            base = f"k{t}_base" if baseline else None
+            if base:
+                funcs[base] = default_scheduled(workload, user_target)["main"].with_attr("global_symbol", base)
+                rows.append((base, specs, None))
             for c, cand in enumerate(_sample(task, target, n, seed + t)):
                 name = f"k{t}_c{c}"
-                try:
-                    file = bundle.add_library(out, name, tvm.compile(cand.sch.mod, target=target), target)
-                except Exception as err:  # a candidate that does not build is skipped, as tuning does
-                    log.info("candidate %s of %s does not build: %s", c, task.task_name, err)
-                    continue
-                args = [provenance.plain(a.as_json()) for a in cand.args_info]  # ["TENSOR", dtype, shape]
-                specs = [[a[2], a[1]] for a in args]
-                manifest["entries"].append(
-                    {
-                        "kind": "kernel",
-                        "name": name,
-                        "file": file,
-                        "function": "main",
-                        "inputs": specs,
-                        "number": number,
-                        "repeat": repeat,
-                    }
-                )
-                kept.append(
-                    {
-                        "name": name,
-                        "task": task.task_name,
-                        "workload": tvm.ir.save_json(task.dispatched[0]),
-                        "trace": provenance.plain(cand.sch.trace.as_json()),
-                        "args_info": args,
-                    }
-                )
-    (out / CANDIDATES).write_text(json.dumps({"target": provenance.plain(target.export()), "candidates": kept}))
+                funcs[name] = cand.sch.mod["main"].with_attr("global_symbol", name)
+                args = [provenance.plain(a.as_json()) for a in cand.args_info]
+                rows.append((name, args, base))
+                trace = provenance.plain(cand.sch.trace.as_json())
+                kept.append({"name": name, "task": task.task_name, "kernel": t, "baseline": base, "trace": trace})
+                kept[-1]["args_info"] = args
+            workloads.append(tvm.ir.save_json(workload))
+            job = pool.submit(
+                _compile_job, str(out), f"k{t}", tvm.ir.save_json(tvm.IRModule(funcs)), user_target.export()
+            )
+            jobs.append((job, rows))
+        for job, rows in jobs:
+            files = job.result()
+            manifest["entries"] += [entry(name, files[name], args, b) for name, args, b in rows if name in files]
+    built = {e["name"] for e in manifest["entries"]}
+    kept = [k for k in kept if k["name"] in built]
+    (out / CANDIDATES).write_bytes(
+        gzip.compress(
+            json.dumps(
+                {
+                    "target": provenance.plain(target.export()),
+                    "workloads": workloads,
+                    "candidates": kept,
+                    "seed": seed,
+                    "n": n,
+                }
+            ).encode()
+        )
+    )
     log.info("%d candidates of %d kernels", len(kept), len(tasks))
-    return bundle.finish_bundle(out, manifest, python_version)
+    return bundle.finish_bundle(out, manifest, python_version, solid=True)
 
 
-def record_results(bundle_dir: str | os.PathLike, results: str | os.PathLike, work_dir: str | os.PathLike):
-    """Commit every timed candidate of a bundle to the database in ``work_dir`` as a
-    measured tuning record (its median time); returns the database."""
+def record_results(
+    bundle_dir: str | os.PathLike, results: str | os.PathLike, work_dir: str | os.PathLike, report: list | None = None
+):
+    """Commit the timed candidates of a bundle to the database in ``work_dir`` as measured
+    tuning records (their median times); returns the database.
+
+    Where the bundle timed the kernel's stock schedule (``baseline``), only the fastest
+    candidate is committed, and only if it beats that schedule: a kernel without a record
+    keeps its stock schedule in ``tune.build``.  ``report`` (a list) receives one row per
+    kernel: its task, baseline and best candidate times, candidates timed."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Schedule, Trace
 
-    info = json.loads((Path(bundle_dir) / CANDIDATES).read_text())
+    info = json.loads(gzip.decompress((Path(bundle_dir) / CANDIDATES).read_bytes()))
     target = tvm.target.Target(info["target"])
     timed = {row["name"]: row for row in json.loads(Path(results).read_text())["rows"]}
+    by_kernel: dict[str, list] = {}
+    for cand in info["candidates"]:
+        if cand["name"] in timed:
+            by_kernel.setdefault(cand.get("baseline") or cand["name"], []).append(cand)
     database = tune.open_database(work_dir)
     committed = 0
-    for cand in info["candidates"]:
-        row = timed.get(cand["name"])
-        if row is None:
-            continue
-        workload_mod = tvm.ir.load_json(cand["workload"])
-        sch = Schedule(workload_mod)
-        Trace.apply_json_to_schedule(cand["trace"], sch)
-        record = ms.database.TuningRecord(
-            trace=sch.trace,
-            workload=database.commit_workload(workload_mod),
-            run_secs=[row["median_ms"] / 1e3],
-            target=target,
-            args_info=[ArgInfo.from_json(a) for a in cand["args_info"]],
-        )
-        database.commit_tuning_record(record)
-        committed += 1
+    for key, cands in by_kernel.items():
+        base = timed.get(key) if cands[0].get("baseline") else None
+        cands.sort(key=lambda c: timed[c["name"]]["median_ms"])
+        if base is not None:
+            best = timed[cands[0]["name"]]["median_ms"]
+            if report is not None:
+                report.append(
+                    {"task": cands[0]["task"], "baseline_ms": base["median_ms"], "best_ms": best, "timed": len(cands)}
+                )
+            cands = cands[:1] if best < base["median_ms"] else []
+        for cand in cands:
+            workload_mod = tvm.ir.load_json(info["workloads"][cand["kernel"]])
+            sch = Schedule(workload_mod)
+            Trace.apply_json_to_schedule(cand["trace"], sch)
+            record = ms.database.TuningRecord(
+                trace=sch.trace,
+                workload=database.commit_workload(workload_mod),
+                run_secs=[timed[cand["name"]]["median_ms"] / 1e3],
+                target=target,
+                args_info=[ArgInfo.from_json(a) for a in cand["args_info"]],
+            )
+            database.commit_tuning_record(record)
+            committed += 1
     log.info("%d measured records committed to %s", committed, work_dir)
     return database

@@ -97,7 +97,10 @@ def _pack_runtime_package(dest: Path) -> None:
 FATBIN_DIR = "fatbin"  # CUDA kernels compiled here, by the sha256 of their source
 
 
-def _precompile_cuda(out: Path, executable, target: tvm.target.Target) -> None:
+SOLID = "solid.tar.xz"  # a solid bundle's libraries and fatbins, compressed together (see add_library)
+
+
+def _precompile_cuda(out: Path, executable, target: tvm.target.Target, solid: bool = False) -> None:
     """TVM keeps a CUDA module as source and compiles it when it is loaded, through the
     Python callback ``tvm_callback_cuda_compile``, which the runtime-only package cannot
     run (it needs the compiler's Target).  So compile each CUDA source here with nvcc and
@@ -111,19 +114,27 @@ def _precompile_cuda(out: Path, executable, target: tvm.target.Target) -> None:
 
     arch = str(target.attrs.get("arch", "sm_90"))
     for code in cuda_sources(executable):
-        path = out / FATBIN_DIR / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin.gz"
+        path = out / FATBIN_DIR / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin{'' if solid else '.gz'}"
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
             with target:
                 fatbin = nvcc.compile_cuda(code, target_format="fatbin", arch=arch, compiler="nvcc")
-            path.write_bytes(gzip.compress(bytes(fatbin)))
+            path.write_bytes(bytes(fatbin) if solid else gzip.compress(bytes(fatbin)))
 
 
-def add_library(out: Path, stem: str, executable, target: tvm.target.Target) -> str:
+def add_library(out: Path, stem: str, executable, target: tvm.target.Target, solid: bool = False) -> str:
     """Export ``executable`` into the bundle, gzipped (CUDA libraries shrink about 4x),
-    its CUDA kernels compiled (``_precompile_cuda``); returns its file name."""
+    its CUDA kernels compiled (``_precompile_cuda``); returns its file name.
+
+    ``solid``: left plain under ``libs/``, for ``finish_bundle(solid=True)`` to compress
+    with the others into one xz archive.  Libraries of many near-identical kernels (a
+    tuning round's candidates) then take about 6 KiB a kernel instead of 20."""
     if target.kind.name == "cuda":
-        _precompile_cuda(out, executable, target)
+        _precompile_cuda(out, executable, target, solid)
+    if solid:
+        (out / "libs").mkdir(exist_ok=True)
+        executable.export_library(str(out / "libs" / f"{stem}.so"))
+        return f"libs/{stem}.so"
     with tempfile.TemporaryDirectory() as tmp:
         lib = Path(tmp) / f"{stem}.so"
         executable.export_library(str(lib))
@@ -144,13 +155,6 @@ def room_bytes() -> int:
         return LIMIT_BYTES
     tree = sum((root / n.decode()).stat().st_size for n in listed if n and (root / n.decode()).is_file())
     return LIMIT_BYTES - tree
-
-
-def _pipeline_phases(target: tvm.target.Target):
-    """The target's default Relax pipeline as its four phases (the module that holds them)."""
-    from tvm.relax.backend import cpu_generic, cuda
-
-    return {"cuda": cuda.pipeline, "llvm": cpu_generic.pipeline}[target.kind.name]
 
 
 def _nbytes(ty) -> int:
@@ -181,22 +185,21 @@ def lift_constants(mod: tvm.IRModule, min_bytes: int = LIFT_MIN_BYTES) -> tuple[
     return mod, var_specs(lifted)
 
 
-def build_with_device_weights(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[Any, list]:
-    """Build with the target's default pipeline, the weights left after its constant
-    folding lifted out of the library: (executable, their (shape, dtype))."""
-    phases = _pipeline_phases(target)
+def build_with_device_weights(mod: tvm.IRModule, target: tvm.target.Target, database=None) -> tuple[Any, list]:
+    """Build with the target's default pipeline (and ``database``'s tuned kernels, where
+    it has them: ``tune.default_pipeline``), the weights left after its constant folding
+    lifted out of the library: (executable, their (shape, dtype))."""
+    from . import tune
+
     specs: list = []
 
-    @tvm.transform.module_pass(opt_level=0)
-    def pipeline(m: tvm.IRModule, _ctx) -> tvm.IRModule:
-        with target:
-            m = tvm.transform.Sequential(phases.library_dispatch_passes(target) + phases.legalize_passes(target))(m)
-            m, found = lift_constants(m)
-            specs.extend(found)
-            return tvm.transform.Sequential(phases.dataflow_lower_passes(target) + phases.finalize_passes(target))(m)
+    def lift(m: tvm.IRModule) -> tvm.IRModule:
+        m, found = lift_constants(m)
+        specs.extend(found)
+        return m
 
     with target:
-        ex = tvm.compile(mod, target=target, relax_pipeline=pipeline)
+        ex = tvm.compile(mod, target=target, relax_pipeline=tune.default_pipeline(target, database, lift))
     return ex, specs
 
 
@@ -236,12 +239,14 @@ def build_bundle(
     python_version: str = DEVICE_PYTHON,
     expected: bool = True,
     rounds: int = 1,
+    solid: bool = False,
 ) -> Path:
     """Compile every entry for ``target`` and write a runtime-only bundle to ``out_dir``.
 
     ``expected``: also run each module here (llvm, whatever the target) and store its
     outputs, which the device run compares with.  ``rounds``: the device times the
-    entries in this many interleaved rounds (each ``repeat`` samples), the order rotating."""
+    entries in this many interleaved rounds (each ``repeat`` samples), the order rotating.
+    ``solid``: the libraries travel as one xz archive (``solidify``)."""
     from . import tune, verify
 
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
@@ -251,9 +256,7 @@ def build_bundle(
             stem = e.name.replace("/", "__")
             weights: list = []
             if e.weights == "device":
-                if e.database is not None:
-                    raise ValueError(f"{e.name}: weights made on the device need the default flow")
-                ex, weights = build_with_device_weights(e.mod, tgt)
+                ex, weights = build_with_device_weights(e.mod, tgt, e.database)
             else:
                 ex = tune.build(e.mod, tgt, e.database)
             row = {
@@ -273,7 +276,7 @@ def build_bundle(
                 row["expected"] = f"{stem}.expected.npy"
             manifest["entries"].append(row)
     manifest["rounds"] = rounds
-    return finish_bundle(out, manifest, python_version)
+    return finish_bundle(out, manifest, python_version, solid)
 
 
 @contextlib.contextmanager
@@ -308,8 +311,12 @@ def new_bundle(out_dir: str | os.PathLike, target: tvm.target.Target) -> tuple[P
     }
 
 
-def finish_bundle(out: Path, manifest: dict, python_version: str) -> Path:
-    """Add the runtime, the runner and the manifest; check the size a run may carry."""
+def finish_bundle(out: Path, manifest: dict, python_version: str, solid: bool = False) -> Path:
+    """Add the runtime, the runner and the manifest; check the size a run may carry.
+    ``solid``: the plain libraries and fatbins (``add_library(solid=True)``) go into one
+    xz archive, which the runner unpacks first."""
+    if solid:
+        solidify(out, manifest)
     _pack_runtime_package(out / "runtime.tar.gz")
     if python_version == f"{sys.version_info.major}.{sys.version_info.minor}":
         _installed_ffi(out / "python")
@@ -326,6 +333,29 @@ def finish_bundle(out: Path, manifest: dict, python_version: str) -> Path:
         )
     log.info("bundle %s: %d entries, %.1f MiB", out, len(manifest["entries"]), size / 2**20)
     return out
+
+
+def solidify(out: Path, manifest: dict) -> None:
+    """The bundle's libraries and fatbins (gzipped or plain) moved into one xz archive,
+    which the runner unpacks first: libraries of one flow share most of their bytes (the
+    VM's code, the kernels' preambles), so together they compress 3-5x better."""
+    (out / "libs").mkdir(exist_ok=True)
+    for e in manifest["entries"]:
+        if e["file"].endswith(".so.gz"):
+            plain = f"libs/{e['file'][: -len('.gz')]}"
+            if not (out / plain).exists():
+                (out / plain).write_bytes(gzip.decompress((out / e["file"]).read_bytes()))
+                (out / e["file"]).unlink()
+            e["file"] = plain
+    for packed in (out / FATBIN_DIR).glob("*.fatbin.gz"):
+        packed.with_suffix("").write_bytes(gzip.decompress(packed.read_bytes()))
+        packed.unlink()
+    parts = [d for d in ("libs", FATBIN_DIR) if (out / d).is_dir()]
+    with tarfile.open(out / SOLID, "w:xz", preset=6) as tar:
+        for d in parts:
+            tar.add(out / d, arcname=d)
+    for d in parts:
+        shutil.rmtree(out / d)
 
 
 def bundle_bytes(path: str | os.PathLike) -> int:

@@ -48,6 +48,11 @@ def _runtime_path() -> None:
     if runtime.exists() and not (HERE / "python" / "tvm").exists():
         with tarfile.open(runtime) as tar:
             tar.extractall(HERE / "python")
+    solid = HERE / "solid.tar.xz"  # libraries and fatbins compressed together (bundle.finish_bundle)
+    if solid.exists() and not (HERE / ".solid").exists():
+        with tarfile.open(solid) as tar:
+            tar.extractall(HERE)
+        (HERE / ".solid").touch()
     os.environ["TVM_USE_RUNTIME_LIB"] = "1"
     sys.path[:0] = [str(site), str(HERE / "python")]
 
@@ -86,10 +91,13 @@ def _register_cuda_compile(arch: str) -> None:
     import tvm_ffi
 
     def compile_cuda(code: str) -> bytes:
-        cached = HERE / "fatbin" / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin.gz"
-        if cached.exists():
+        cached = HERE / "fatbin" / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin"
+        if cached.exists():  # from a solid bundle's archive
             COMPILES["cached"] += 1
-            return gzip.decompress(cached.read_bytes())
+            return cached.read_bytes()
+        if cached.with_suffix(".fatbin.gz").exists():
+            COMPILES["cached"] += 1
+            return gzip.decompress(cached.with_suffix(".fatbin.gz").read_bytes())
         nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
         with tempfile.TemporaryDirectory() as tmp:
             src, fatbin = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.fatbin"
@@ -158,7 +166,9 @@ def prepare(tvm, VirtualMachine, entry: dict, dev, np) -> tuple[dict, object, li
     args = _args(tvm, np, entry["inputs"], dev, entry.get("weights", 0))
     number, repeat = entry.get("number", 10), entry.get("repeat", 30)
     row = {"name": entry["name"]}
-    if entry.get("kind") == "kernel":  # a compiled kernel (a MetaSchedule candidate)
+    if entry.get("kind") == "kernel":  # a compiled kernel (a MetaSchedule candidate, or the stock schedule)
+        lib[entry["function"]](*args)  # the first call loads the kernel: not part of the probe
+        row["probe_ms"] = lib.time_evaluator(entry["function"], dev, number=1, repeat=1)(*args).mean * 1e3
         return row, lib.time_evaluator(entry["function"], dev, number=number, repeat=repeat), args
     vm = VirtualMachine(lib, dev)
     function = entry.get("function", "main")
@@ -172,10 +182,23 @@ def prepare(tvm, VirtualMachine, entry: dict, dev, np) -> tuple[dict, object, li
     return row, vm.time_evaluator(function, dev, number=number, repeat=repeat), args
 
 
+def too_slow(entry: dict, rows: dict) -> bool:
+    """A candidate whose one probe run took over 3x its kernel's stock schedule (and 0.1
+    ms more) cannot be the one kept: it is not timed further, so a bad random schedule
+    cannot spend the run's minutes."""
+    base = rows.get(entry.get("baseline") or "")
+    probe = rows.get(entry["name"], {}).get("probe_ms")
+    return base is not None and probe is not None and probe > max(3 * base["probe_ms"], base["probe_ms"] + 0.1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.environ.get("OUT") or str(HERE))
+    ap.add_argument(
+        "--deadline-s", type=float, default=None, help="stop timing after this many seconds; write what was timed"
+    )
     args = ap.parse_args()
+    start = time.monotonic()
     manifest = json.loads((HERE / "manifest.json").read_text())
     _runtime_path()
     import numpy as np
@@ -187,22 +210,42 @@ def main() -> None:
         _register_cuda_compile(manifest.get("arch") or "sm_90")
     dev = _device(tvm, manifest["target_kind"])
     prepared, failures = {}, {}
+
+    def late() -> bool:
+        return args.deadline_s is not None and time.monotonic() - start > args.deadline_s
+
     for entry in manifest["entries"]:
+        if late():
+            break
         try:
             prepared[entry["name"]] = prepare(tvm, VirtualMachine, entry, dev, np)
         except Exception as err:  # noqa: BLE001 - one failing entry must not lose the others
             failures[entry["name"]] = f"{type(err).__name__}: {err}"[:500]
+    first = {name: p[0] for name, p in prepared.items()}
+    capped = {e["name"] for e in manifest["entries"] if e["name"] in prepared and too_slow(e, first)}
     # interleaved rounds, their order rotating, so drift hits every entry alike
-    names, samples = list(prepared), {name: [] for name in prepared}
+    names, samples = [n for n in prepared if n not in capped], {name: [] for name in prepared}
+    for name in capped:
+        samples[name] = [first[name]["probe_ms"]]
     for r in range(manifest.get("rounds", 1)):
         k = r % max(len(names), 1)
         for name in names[k:] + names[:k]:
+            if late():
+                break
             _, timer, targs = prepared[name]
             samples[name] += [t * 1e3 for t in timer(*targs).results]
-    rows = [{**prepared[name][0], **_stats(samples[name])} for name in names]
+    rows = [
+        {**first[name], **_stats(samples[name]), **({"capped": True} if name in capped else {})}
+        for name in prepared
+        if samples[name]
+    ]
+    untimed = [e["name"] for e in manifest["entries"] if not samples.get(e["name"]) and e["name"] not in failures]
     result = {
         "rows": rows,
         "failures": failures,
+        "untimed": untimed,  # left when the deadline came
+        "deadline_hit": bool(untimed),
+        "capped": len(capped),
         "runtime_only": bool(getattr(tvm.base, "_RUNTIME_ONLY", False)),
         "tvm_file": tvm.__file__,
         "python": platform.python_version(),
@@ -214,7 +257,9 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps(result, indent=1))
+    shown = result if len(rows) <= 100 else {k: v for k, v in result.items() if k != "rows"}
+    print(json.dumps(shown, indent=1))
+    print(f"{len(rows)} entries timed, {len(failures)} failed, {len(capped)} stopped after one run (too slow)")
 
 
 if __name__ == "__main__":

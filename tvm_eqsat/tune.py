@@ -13,6 +13,7 @@ and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -54,14 +55,26 @@ def use_all_cores() -> int:
     return int(os.environ["TVM_NUM_THREADS"])
 
 
+# What MetaSchedule's GPU rules read and a plain {"kind": "cuda"} target lacks: the limits
+# every CUDA GPU since compute capability 3.0 has (48 KiB of static shared memory per block,
+# 64 Ki registers per block); a target that names its own keeps them.
+CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "registers_per_block": 65536}
+
+
 def tuning_target(target: Any) -> tvm.target.Target:
-    """The target with ``num-cores`` set for CPU (MetaSchedule refuses llvm targets without it)."""
+    """The target with what MetaSchedule needs set: ``num-cores`` for CPU (it refuses llvm
+    targets without it), the thread, shared-memory and register limits for CUDA."""
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
-    if tgt.kind.name == "llvm" and "num-cores" not in tgt.attrs:
-        config = dict(tgt.export())
-        config["num-cores"] = available_cores()
-        tgt = tvm.target.Target(config)
-    return tgt
+    config = dict(tgt.export())
+    if tgt.kind.name == "llvm":
+        config.setdefault("num-cores", available_cores())
+    elif tgt.kind.name == "cuda":
+        config.setdefault("max_threads_per_block", int(tgt.attrs.get("max_num_threads", 1024)))
+        for key, value in CUDA_LIMITS.items():
+            config.setdefault(key, value)
+    else:
+        return tgt
+    return tgt if config == dict(tgt.export()) else tvm.target.Target(config)
 
 
 @dataclass(frozen=True)
@@ -543,13 +556,56 @@ def tune(
 
 
 def build(mod: tvm.IRModule, target: Any, database: ms.Database | None = None):
-    """Compile with the tuned kernels of ``database``, or with the stock pipeline if None."""
-    if database is None:
-        tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    """Compile with the tuned kernels of ``database``, or with the stock pipeline if None.
+
+    On CUDA the kernels the database lacks keep the stock pipeline's dlight schedules
+    (``default_pipeline``); on CPU MetaSchedule's own ``compile_relax`` builds them."""
+    tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
+    if database is None or tgt.kind.name == "cuda":
         with tgt:  # the CUDA compile callback reads the architecture from the current target
-            return tvm.compile(mod, target=tgt, relax_pipeline=relax.get_default_pipeline(tgt))
-    target = tuning_target(target)
-    return ms.relax_integration.compile_relax(database, mod, target, params=None)
+            pipeline = relax.get_default_pipeline(tgt) if database is None else default_pipeline(tgt, database)
+            return tvm.compile(mod, target=tgt, relax_pipeline=pipeline)
+    return ms.relax_integration.compile_relax(database, mod, tuning_target(tgt), params=None)
+
+
+def pipeline_phases(target: tvm.target.Target):
+    """The target's default Relax pipeline as its four phases (the module that holds them)."""
+    from tvm.relax.backend import cpu_generic, cuda
+
+    return {"cuda": cuda.pipeline, "llvm": cpu_generic.pipeline}[target.kind.name]
+
+
+def legalize_passes(target: tvm.target.Target, database: ms.Database | None = None) -> list:
+    """The target's legalization phase; with ``database``, its kernels are applied after
+    fusion and before the target's default schedules (dlight on CUDA), which then
+    schedule only the kernels the database has no record of."""
+    passes = list(pipeline_phases(target).legalize_passes(target))
+    if database is None:
+        return passes
+    at = next((i for i, p in enumerate(passes) if p.info.name == "ApplyDefaultSchedule"), len(passes))
+    with target:  # the pass reads the current target when it is made
+        apply = relax.transform.MetaScheduleApplyDatabase(enable_warning=False)
+    return passes[:at] + [apply] + passes[at:]
+
+
+def default_pipeline(target: tvm.target.Target, database: ms.Database | None = None, after_legalize=None):
+    """The target's default pipeline, with ``database``'s kernels where it has them
+    (``legalize_passes``); ``after_legalize(mod) -> mod`` runs between legalization
+    (fusion, constant folding, schedules) and lowering, as the bundle's weight lifting does."""
+    phases = pipeline_phases(target)
+
+    @tvm.transform.module_pass(opt_level=0)
+    def pipeline(mod: tvm.IRModule, _ctx) -> tvm.IRModule:
+        with target:
+            with database if database is not None else contextlib.nullcontext():
+                mod = tvm.transform.Sequential(
+                    phases.library_dispatch_passes(target) + legalize_passes(target, database)
+                )(mod)
+            if after_legalize is not None:
+                mod = after_legalize(mod)
+            return tvm.transform.Sequential(phases.dataflow_lower_passes(target) + phases.finalize_passes(target))(mod)
+
+    return pipeline
 
 
 def scratch_dir(prefix: str = "tvm_eqsat_tune_") -> str:
