@@ -99,7 +99,7 @@ def _compile_group(out: Path, stem: str, funcs: dict, target) -> dict[str, str]:
     where the group does not build; {function: library file} of those that build."""
     try:
         ex = tvm.compile(tvm.IRModule(funcs), target=target)
-        return dict.fromkeys(funcs, bundle.add_library(out, stem, ex, target, solid=True))
+        return dict.fromkeys(funcs, bundle.add_library(out, stem, ex, target))
     except Exception as err:  # noqa: BLE001 - a candidate that does not build is skipped, as tuning does
         if len(funcs) == 1:
             log.info("%s does not build: %s", stem, str(err).splitlines()[0][:200])
@@ -134,8 +134,8 @@ def candidate_bundle(
     tasks ``extract_tasks`` gave), and with ``baseline`` the kernel as the stock pipeline
     schedules it, which ``record_results`` then requires a candidate to beat.  Each
     kernel's functions share one library (one nvcc run), compiled in worker processes
-    while the next kernels are sampled; the libraries travel as one xz archive (``bundle``'s solid
-    form: about 6 KiB a kernel)."""
+    while the next kernels are sampled; the libraries travel as one xz archive
+    (``bundle.solidify``: about 3 KiB a kernel)."""
     user_target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     target = tune.tuning_target(user_target)
     tasks = extract_tasks([mod], target) if isinstance(mod, tvm.IRModule) else list(mod)

@@ -97,10 +97,10 @@ def _pack_runtime_package(dest: Path) -> None:
 FATBIN_DIR = "fatbin"  # CUDA kernels compiled here, by the sha256 of their source
 
 
-SOLID = "solid.tar.xz"  # a solid bundle's libraries and fatbins, compressed together (see add_library)
+SOLID = "solid.tar.xz"  # a solid bundle's libraries and fatbins, compressed together (see solidify)
 
 
-def _precompile_cuda(out: Path, executable, target: tvm.target.Target, solid: bool = False) -> None:
+def _precompile_cuda(out: Path, executable, target: tvm.target.Target) -> None:
     """TVM keeps a CUDA module as source and compiles it when it is loaded, through the
     Python callback ``tvm_callback_cuda_compile``, which the runtime-only package cannot
     run (it needs the compiler's Target).  So compile each CUDA source here with nvcc and
@@ -114,27 +114,19 @@ def _precompile_cuda(out: Path, executable, target: tvm.target.Target, solid: bo
 
     arch = str(target.attrs.get("arch", "sm_90"))
     for code in cuda_sources(executable):
-        path = out / FATBIN_DIR / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin{'' if solid else '.gz'}"
+        path = out / FATBIN_DIR / f"{hashlib.sha256(code.encode()).hexdigest()}.fatbin.gz"
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
             with target:
                 fatbin = nvcc.compile_cuda(code, target_format="fatbin", arch=arch, compiler="nvcc")
-            path.write_bytes(bytes(fatbin) if solid else gzip.compress(bytes(fatbin)))
+            path.write_bytes(gzip.compress(bytes(fatbin)))
 
 
-def add_library(out: Path, stem: str, executable, target: tvm.target.Target, solid: bool = False) -> str:
+def add_library(out: Path, stem: str, executable, target: tvm.target.Target) -> str:
     """Export ``executable`` into the bundle, gzipped (CUDA libraries shrink about 4x),
-    its CUDA kernels compiled (``_precompile_cuda``); returns its file name.
-
-    ``solid``: left plain under ``libs/``, for ``finish_bundle(solid=True)`` to compress
-    with the others into one xz archive.  Libraries of many near-identical kernels (a
-    tuning round's candidates) then take about 6 KiB a kernel instead of 20."""
+    its CUDA kernels compiled (``_precompile_cuda``); returns its file name."""
     if target.kind.name == "cuda":
-        _precompile_cuda(out, executable, target, solid)
-    if solid:
-        (out / "libs").mkdir(exist_ok=True)
-        executable.export_library(str(out / "libs" / f"{stem}.so"))
-        return f"libs/{stem}.so"
+        _precompile_cuda(out, executable, target)
     with tempfile.TemporaryDirectory() as tmp:
         lib = Path(tmp) / f"{stem}.so"
         executable.export_library(str(lib))
@@ -313,8 +305,7 @@ def new_bundle(out_dir: str | os.PathLike, target: tvm.target.Target) -> tuple[P
 
 def finish_bundle(out: Path, manifest: dict, python_version: str, solid: bool = False) -> Path:
     """Add the runtime, the runner and the manifest; check the size a run may carry.
-    ``solid``: the plain libraries and fatbins (``add_library(solid=True)``) go into one
-    xz archive, which the runner unpacks first."""
+    ``solid``: the libraries and fatbins go into one xz archive (``solidify``)."""
     if solid:
         solidify(out, manifest)
     _pack_runtime_package(out / "runtime.tar.gz")
@@ -336,9 +327,10 @@ def finish_bundle(out: Path, manifest: dict, python_version: str, solid: bool = 
 
 
 def solidify(out: Path, manifest: dict) -> None:
-    """The bundle's libraries and fatbins (gzipped or plain) moved into one xz archive,
-    which the runner unpacks first: libraries of one flow share most of their bytes (the
-    VM's code, the kernels' preambles), so together they compress 3-5x better."""
+    """The bundle's gzipped libraries and fatbins moved into one xz archive, which the
+    runner unpacks first: libraries of one flow share most of their bytes (the VM's code,
+    the kernels' preambles), so together they compress 3-5x better; a tuning round's
+    candidates take about 3 KiB a kernel instead of 20."""
     (out / "libs").mkdir(exist_ok=True)
     for e in manifest["entries"]:
         if e["file"].endswith(".so.gz"):
