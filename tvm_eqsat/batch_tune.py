@@ -169,7 +169,7 @@ def candidate_bundle(
                 _compile_job, str(out), f"k{t}", tvm.ir.save_json(tvm.IRModule(funcs)), user_target.export()
             )
             jobs.append((job, rows))
-        for job, rows in jobs:
+        for job, rows in tqdm(jobs, desc="compiling (a library a kernel)", file=sys.stderr):
             files = job.result()
             manifest["entries"] += [entry(name, files[name], args, b) for name, args, b in rows if name in files]
     built = {e["name"] for e in manifest["entries"]}
