@@ -159,11 +159,9 @@ def candidate_bundle(
             for c, cand in enumerate(_sample(task, target, n, seed + t)):
                 name = f"k{t}_c{c}"
                 funcs[name] = cand.sch.mod["main"].with_attr("global_symbol", name)
-                args = [provenance.plain(a.as_json()) for a in cand.args_info]
-                rows.append((name, args, base))
+                rows.append((name, specs, base))  # a schedule keeps its kernel's arguments
                 trace = provenance.plain(cand.sch.trace.as_json())
                 kept.append({"name": name, "task": task.task_name, "kernel": t, "baseline": base, "trace": trace})
-                kept[-1]["args_info"] = args
             workloads.append(tvm.ir.save_json(workload))
             job = pool.submit(
                 _compile_job, str(out), f"k{t}", tvm.ir.save_json(tvm.IRModule(funcs)), user_target.export()
@@ -232,7 +230,7 @@ def record_results(
                 workload=database.commit_workload(workload_mod),
                 run_secs=[timed[cand["name"]]["median_ms"] / 1e3],
                 target=target,
-                args_info=[ArgInfo.from_json(a) for a in cand["args_info"]],
+                args_info=ArgInfo.from_prim_func(workload_mod["main"]),
             )
             database.commit_tuning_record(record)
             committed += 1
