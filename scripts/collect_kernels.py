@@ -1,6 +1,7 @@
 """Collect the kernel dataset the learned cost model trains on.
 
-Workloads (``--sources``): every kernel (op + the element-wise epilogue FuseOps
+Workloads (``--sources``): a grid of matmul and conv widths that belongs to no model
+(``grid``: see ``GRID_MATMULS``), every kernel (op + the element-wise epilogue FuseOps
 fuses into it) of the benchmark models' imports (``model``), every kernel the
 rewrite rules create from them (``rewrite``: found in the saturated e-graphs:
 merged matmuls/convs, ...), random shape variants around them (``variant``),
@@ -22,6 +23,7 @@ charges those ops where they stand (run it before training).
     python scripts/collect_kernels.py --target llvm --trials 16 --models bert-base resnet50
     python scripts/collect_kernels.py --target cuda --flow default --out $OUT/dataset.csv
     python scripts/collect_kernels.py --flow default --small --sources chosen --models ...
+    python scripts/collect_kernels.py --flow default --sources grid --out cost_models/llvm-default/dataset.csv
     python scripts/collect_kernels.py --flow default --out cost_models/llvm-default/dataset.csv --elementwise
 """
 
@@ -113,7 +115,37 @@ def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
     return out
 
 
-SOURCES = ("model", "rewrite", "variant", "chosen", "tvm")
+SOURCES = ("model", "rewrite", "variant", "chosen", "tvm", "grid")
+GRID = "grid"  # the model column of the grid's rows: they belong to no benchmark model
+
+# The grid: matmuls and convs over widths, the shapes merges create (several matmuls or convs
+# on one input as one wider kernel), swept independently of any benchmark model so that a
+# model trained without one benchmark model still sees how width changes a kernel's time.
+# Untuned, time grows faster than width (2 x 512 x 4096: 41x the time of 1 x 512 x 512 for
+# 16x the work), which a model that learned wide matmuls only from NASRNN's own kernels
+# misses on NASRNN (benchmarks/results/held-out-e2e-llvm-default-small*.md).
+GRID_MATMULS = [
+    (m, k, n) for m in (1, 2, 4) for k in (64, 256, 512, 1024) for n in (64, 256, 512, 1024, 2048, 4096)
+] + [(m, k, n) for m in (16, 128) for k in (256, 768) for n in (256, 768, 2304, 3072)]
+GRID_CONVS = [
+    (c, k, side, kernel)
+    for kernel in (1, 3)
+    for c in (16, 32, 64)
+    for k in (16, 32, 64, 128, 256)
+    for side in (8, 16, 32)
+]
+
+
+def grid_workloads(dtype: str = "float32") -> list[Workload]:
+    """``GRID_MATMULS`` (m x k @ k x n) and ``GRID_CONVS`` (NCHW, batch 1, stride 1, same padding), bare."""
+    out = [Workload("Matmul", (dtype,), (TensorTy((m, k), dtype), TensorTy((k, n), dtype))) for m, k, n in GRID_MATMULS]
+    for c, k, side, kernel in GRID_CONVS:
+        pad = kernel // 2
+        attrs = ((1, 1), (pad, pad, pad, pad), (1, 1), 1, "NCHW", "OIHW", "NCHW", dtype)
+        out.append(
+            Workload("Conv2d", attrs, (TensorTy((1, c, side, side), dtype), TensorTy((k, c, kernel, kernel), dtype)))
+        )
+    return out
 
 
 def tvm_variant_workloads(model: models.Model, target: dict) -> list[Workload]:
@@ -153,7 +185,11 @@ def gather(
             seen.add(w.key())
             out.append((model, source, w))
 
-    for name in tqdm(model_names, desc="importing models", file=sys.stderr):
+    if GRID in sources:
+        for w in grid_workloads():
+            add(GRID, GRID, w)
+    per_model = set(sources) - {GRID}
+    for name in tqdm(model_names if per_model else [], desc="importing models", file=sys.stderr):
         model = models.MODELS[name](small=small)
         for graph in module_graphs(model.mod):
             base = kernel_workloads(graph)
@@ -301,11 +337,13 @@ def main(argv: list[str] | None = None) -> None:
         latest = {r["key"]: r for r in rows if r["flow"] == flow and r["trials"] == str(args.trials)}
         todo = [(r["model"], r["source"], Workload.from_json(json.loads(r["key"]))) for r in latest.values()]
     else:
-        done = {(r["key"], r["flow"], r["trials"]) for r in rows}
+        # a grid kernel is measured as the grid's even where a model's row has it: the grid's
+        # rows stay in the training set when that model is held out (held_out_e2e.py)
+        done = {(r["key"], r["flow"], r["trials"], r["model"] == GRID) for r in rows}
         todo = [
             item
             for item in gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)
-            if (item[2].key(), flow, str(args.trials)) not in done
+            if (item[2].key(), flow, str(args.trials), item[0] == GRID) not in done
         ]
     if args.from_bundle:
         return rows_from_bundle(*args.from_bundle, args.target, flow, out)

@@ -36,6 +36,7 @@ from tvm_eqsat.xgb_model import (
     DATASET_FIELDS,
     OBJECTIVES,
     ROUNDS,
+    TUNED_MIN_TRIALS,
     KernelModel,
     dataset_row,
     layout_pairs,
@@ -281,6 +282,13 @@ def main() -> None:
         help="what the booster learns: log2 latency, or log2 of latency over the tuned roofline (residual)",
     )
     p.add_argument(
+        "--min-trials",
+        type=int,
+        default=TUNED_MIN_TRIALS,
+        help="leave out tuned-flow rows tuned with fewer MetaSchedule trials (default: %(default)s, the "
+        "benchmark's smallest budget; a kernel's tuned time depends on the budget)",
+    )
+    p.add_argument(
         "--measured-on",
         default=None,
         help="the machine the dataset was timed on, for the report (default: this one; say it for a device's data)",
@@ -301,10 +309,18 @@ def main() -> None:
     else:
         out = Path(args.out or ROOT / "cost_models" / args.target)
         dataset = Path(args.dataset or ROOT / "cost_models" / args.target / "dataset.csv")
-    samples = load_dataset(dataset)
+    samples = load_dataset(dataset, min_trials=args.min_trials)
+    left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
-        raise SystemExit(f"{dataset}: {len(samples)} samples; collect more with scripts/collect_kernels.py")
-    flows = _flows(dataset)
+        raise SystemExit(
+            f"{dataset}: {len(samples)} samples; collect more with scripts/collect_kernels.py"
+            + (
+                f" ({left_out} rows tuned with fewer than --min-trials {args.min_trials} trials left out)"
+                if left_out
+                else ""
+            )
+        )
+    flows = _flows(dataset, args.min_trials)
 
     kfold, kfold_pred = k_fold(samples, args.rounds, objective=args.objective)
     groups = [s.model for s in samples]
@@ -339,6 +355,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "finetuned_from": args.finetune_from,
         "objective": args.objective,
+        "min_trials": args.min_trials,
         "held_out_by_model": overall,
         "layout_pairs": choices,
         "random_5_fold": kfold,
@@ -356,6 +373,11 @@ def main() -> None:
         f"measured on: {metadata['machine']}"
         + (f", {metadata['cores']} cores" if metadata["cores"] else "")
         + f"; TVM {metadata['tvm']})."
+        + (
+            f" Left out: {left_out} tuned-flow rows tuned with fewer than {args.min_trials} trials (`--min-trials`)."
+            if left_out
+            else ""
+        )
         + (f" Fine-tuned from `{args.finetune_from}`." if args.finetune_from else "")
         + (
             " The booster learns the log of latency over the tuned roofline (`--objective residual`)."
@@ -438,12 +460,17 @@ def main() -> None:
     print("\n".join(lines))
 
 
-def _flows(dataset: Path) -> list[str]:
+def _flows(dataset: Path, min_trials: int = 0) -> list[str]:
+    """The build flows (and tuning budgets) of the rows ``load_dataset`` keeps."""
     import csv
 
     with open(dataset) as f:
         return sorted(
-            {f"{r['flow']}" + (f" ({r['trials']} trials)" if r["flow"] == "tuned" else "") for r in csv.DictReader(f)}
+            {
+                f"{r['flow']}" + (f" ({r['trials']} trials)" if r["flow"] == "tuned" else "")
+                for r in csv.DictReader(f)
+                if r["flow"] != "tuned" or int(r["trials"] or 0) >= min_trials
+            }
         )
 
 

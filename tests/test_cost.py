@@ -14,7 +14,7 @@ import tvm_eqsat
 from tvm_eqsat import cost, features, models, tune
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
-from tvm_eqsat.xgb_model import KernelModel, Sample, measured_table, train
+from tvm_eqsat.xgb_model import KernelModel, Sample, load_dataset, measured_table, train
 
 F32 = "float32"
 CONV_ATTRS = ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", F32)
@@ -473,25 +473,30 @@ def test_graph_accuracy_summary_counts_orders_and_ties():
 
 def test_training_script_handles_a_one_model_dataset(tmp_path):
     """What ``--from-database`` leaves for one tuned model (one model, no spread): the
-    script trains, saves a loadable model, and its report says nothing was held out."""
+    script trains, saves a loadable model, and its report says nothing was held out.
+    Rows tuned with fewer trials than ``--min-trials`` are left out, and the report says so."""
     import csv
     import subprocess
     import sys
     from pathlib import Path
 
-    from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row
+    from tvm_eqsat.xgb_model import DATASET_FIELDS, TUNED_MIN_TRIALS, dataset_row
 
-    samples = _synthetic_samples(np.random.default_rng(1))[:40]  # a few repeat: the last row of a kernel wins
+    pool = _synthetic_samples(np.random.default_rng(1))
+    samples = pool[:40]  # a few repeat: the last row of a kernel wins
+    keys = {s.workload.key() for s in samples}
+    few_trials = [s for s in pool[40:] if s.workload.key() not in keys][:3]
+    assert len(few_trials) == 3
     dataset = tmp_path / "dataset.csv"
     with open(dataset, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         writer.writeheader()
-        for s in samples:
+        for s in samples + few_trials:
             writer.writerow(
                 dataset_row(
                     "llvm",
                     "tuned",
-                    8,
+                    TUNED_MIN_TRIALS if s in samples else TUNED_MIN_TRIALS // 2,
                     "solo",
                     "database",
                     s.workload,
@@ -514,6 +519,8 @@ def test_training_script_handles_a_one_model_dataset(tmp_path):
     assert model.metadata["samples"] == distinct and model.metadata["held_out_by_model"] is None
     report = (out / "REPORT.md").read_text()
     assert "one model only" in report and "Held out **by model**" not in report
+    assert f"Left out: 3 tuned-flow rows tuned with fewer than {TUNED_MIN_TRIALS} trials" in report
+    assert model.metadata["flows"] == [f"tuned ({TUNED_MIN_TRIALS} trials)"]
 
 
 def test_flow_picks_the_shipped_model_of_that_build_flow():
@@ -550,6 +557,24 @@ def test_collect_gathers_the_kernels_the_pass_chose():
     new, _ = tvm_eqsat.optimize(model.mod, "llvm", flow="default")
     assert chosen and [w.key() for w in chosen] == [w.key() for w in module_workloads(new)]
     assert all(w.op in features.KERNEL_OPS for w in chosen)
+
+
+def test_collect_grid_belongs_to_no_model_and_builds():
+    """``collect_kernels.py --sources grid``: matmuls and convs over widths under the model
+    name ``grid`` (never held out with a benchmark model), no model imported; each is a
+    native workload whose one-kernel module Relax accepts, convs keeping their sides."""
+    from tvm_eqsat.measure import kernel_out_ty
+
+    script = load_script("collect_kernels")
+    items = script.gather(["no-such-model"], 0, 0, sources=("grid",))
+    assert len(items) == len(script.GRID_MATMULS) + len(script.GRID_CONVS)
+    assert {(m, s) for m, s, _ in items} == {("grid", "grid")}
+    widths = {w.inputs[1].shape[-1] for _, _, w in items if w.op == "Matmul"}
+    assert min(widths) * 16 <= max(widths)  # wide enough to show what merges do
+    for _, _, w in items:
+        ty = kernel_out_ty(w)
+        if w.op == "Conv2d":  # same padding, stride 1: the input's sides
+            assert ty.shape[2:] == w.inputs[0].shape[2:] and ty.shape[1] == w.inputs[1].shape[0]
 
 
 def test_bulk_featurize_equals_one_item_at_a_time():
@@ -596,3 +621,47 @@ def test_bulk_featurize_equals_one_item_at_a_time():
     assert {"Conv2d", "Matmul", "Concat", "MaxPool2d", "LayerNorm", "Softmax"} <= ops_seen
     reference = np.stack([features.features(*i) for i in items])
     np.testing.assert_array_equal(features.featurize(items), reference)
+
+
+def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
+    """``held_out_e2e.py`` trains the shipped model again without one model's rows: that
+    model's kernels leave the training set and the measurement table (the pass would
+    otherwise answer them from their measurements), the others stay."""
+    import csv
+
+    from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row
+
+    samples = _synthetic_samples(np.random.default_rng(2))
+    shipped = tmp_path / "shipped"
+    KernelModel(train(samples, rounds=20), {"features": list(features.NAMES), "target": "llvm"}).save(shipped)
+    with open(shipped / "dataset.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
+        writer.writeheader()
+        for s in samples:
+            us = s.median_us
+            writer.writerow(dataset_row("llvm", "default", 0, s.model, "model", s.workload, s.out_ty, us, us, us, 0.0))
+    script = load_script("held_out_e2e")
+    held = script.held_out_model(shipped, "model0", 20, tmp_path / "held")
+    rows = load_dataset(shipped / "dataset.csv")  # a kernel's last row wins
+    kept = {s.workload.key() for s in rows if s.model != "model0"}
+    dropped = {s.workload.key() for s in rows if s.model == "model0"}
+    assert kept and dropped and set(held.measured) == kept
+    assert held.metadata["held_out"] == "model0"
+    assert KernelModel.load(tmp_path / "held").metadata["samples"] == len(kept)
+
+
+def test_out_of_sample_sections_stay_first_in_the_graph_report(tmp_path):
+    """``held_out_e2e.py`` puts its figures at the top of GRAPH_REPORT.md, replacing its own
+    earlier section; ``graph_accuracy.py`` finds them again to keep them first."""
+    ga = load_script("graph_accuracy")
+    report = tmp_path / "GRAPH_REPORT.md"
+    report.write_text("# Graph-level accuracy (llvm)\n\nin-sample table\n")
+    ga.put_first(report, "held-out-e2e-llvm-default-small", "## old figures")
+    ga.put_first(report, "held-out-e2e-llvm-default-small", "## new figures")
+    ga.put_first(report, "held-out-e2e-llvm-default", "## full-size figures")
+    text = report.read_text()
+    assert text.startswith("# Graph-level accuracy (llvm)\n\n<!-- held-out-e2e-llvm-default:")
+    assert "old figures" not in text and text.count("new figures") == 1
+    assert text.index("full-size figures") < text.index("new figures") < text.index("in-sample table")
+    blocks = ga.held_out_blocks(report)
+    assert len(blocks) == 2 and "full-size figures" in blocks[0] and blocks[1].endswith("-->")
