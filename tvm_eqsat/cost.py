@@ -169,7 +169,7 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned"):
     there is none, logged once), ``"auto"`` (the one that predicts that flow better:
     xgb for the default flow, where it ranks held-out kernels far better than the
     roofline; the roofline for the tuned flow, where the learned model ranks held-out
-    kernels no better (Spearman 0.956 against 0.966) and is far from its targets, see
+    kernels no better (Spearman 0.966 against 0.968) and is far from its targets, see
     ``cost_models/llvm/REPORT.md``), or a path to a directory holding model.json +
     metadata.json."""
     from .xgb_model import KernelModel
