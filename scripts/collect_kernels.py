@@ -127,24 +127,30 @@ GRID = "grid"  # the model column of the grid's rows: they belong to no benchmar
 GRID_MATMULS = [
     (m, k, n) for m in (1, 2, 4) for k in (64, 256, 512, 1024) for n in (64, 256, 512, 1024, 2048, 4096)
 ] + [(m, k, n) for m in (16, 128) for k in (256, 768) for n in (256, 768, 2304, 3072)]
+# Convs in both layouts, down to the few input channels of a stem (3) and of squeeze layers
+# (4, 8): held out, a model that had only seen 16 channels and up priced small SqueezeNet's
+# 3-channel stem at 11 us in NCHW where it takes 39 (its NHWC form 19), and chose NCHW there
 GRID_CONVS = [
     (c, k, side, kernel)
     for kernel in (1, 3)
-    for c in (16, 32, 64)
+    for c in (3, 4, 8, 16, 32, 64)
     for k in (16, 32, 64, 128, 256)
-    for side in (8, 16, 32)
+    for side in (7, 8, 16, 32)
 ]
+GRID_LAYOUTS = (("NCHW", "OIHW"), ("NHWC", "OHWI"))
 
 
 def grid_workloads(dtype: str = "float32") -> list[Workload]:
-    """``GRID_MATMULS`` (m x k @ k x n) and ``GRID_CONVS`` (NCHW, batch 1, stride 1, same padding), bare."""
+    """``GRID_MATMULS`` (m x k @ k x n) and ``GRID_CONVS`` in each of ``GRID_LAYOUTS`` (batch 1,
+    stride 1, same padding), bare."""
     out = [Workload("Matmul", (dtype,), (TensorTy((m, k), dtype), TensorTy((k, n), dtype))) for m, k, n in GRID_MATMULS]
-    for c, k, side, kernel in GRID_CONVS:
-        pad = kernel // 2
-        attrs = ((1, 1), (pad, pad, pad, pad), (1, 1), 1, "NCHW", "OIHW", "NCHW", dtype)
-        out.append(
-            Workload("Conv2d", attrs, (TensorTy((1, c, side, side), dtype), TensorTy((k, c, kernel, kernel), dtype)))
-        )
+    for data, kernel_layout in GRID_LAYOUTS:
+        for c, k, side, kernel in GRID_CONVS:
+            pad = kernel // 2
+            attrs = ((1, 1), (pad, pad, pad, pad), (1, 1), 1, data, kernel_layout, data, dtype)
+            x = (1, c, side, side) if data == "NCHW" else (1, side, side, c)
+            w = (k, c, kernel, kernel) if kernel_layout == "OIHW" else (k, kernel, kernel, c)
+            out.append(Workload("Conv2d", attrs, (TensorTy(x, dtype), TensorTy(w, dtype))))
     return out
 
 

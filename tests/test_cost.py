@@ -562,19 +562,26 @@ def test_collect_gathers_the_kernels_the_pass_chose():
 def test_collect_grid_belongs_to_no_model_and_builds():
     """``collect_kernels.py --sources grid``: matmuls and convs over widths under the model
     name ``grid`` (never held out with a benchmark model), no model imported; each is a
-    native workload whose one-kernel module Relax accepts, convs keeping their sides."""
+    native workload whose one-kernel module Relax accepts, convs keeping their sides and
+    coming in both layouts."""
     from tvm_eqsat.measure import kernel_out_ty
 
     script = load_script("collect_kernels")
+    from tvm_eqsat.xgb_model import Sample, layout_pairs
+
     items = script.gather(["no-such-model"], 0, 0, sources=("grid",))
-    assert len(items) == len(script.GRID_MATMULS) + len(script.GRID_CONVS)
+    convs = [w for _, _, w in items if w.op == "Conv2d"]
+    assert len(items) == len(script.GRID_MATMULS) + 2 * len(script.GRID_CONVS)
     assert {(m, s) for m, s, _ in items} == {("grid", "grid")}
     widths = {w.inputs[1].shape[-1] for _, _, w in items if w.op == "Matmul"}
     assert min(widths) * 16 <= max(widths)  # wide enough to show what merges do
-    for _, _, w in items:
+    for w in convs:  # same padding, stride 1: the input's sides, in its own layout
         ty = kernel_out_ty(w)
-        if w.op == "Conv2d":  # same padding, stride 1: the input's sides
-            assert ty.shape[2:] == w.inputs[0].shape[2:] and ty.shape[1] == w.inputs[1].shape[0]
+        sides = (2, 3) if w.attrs[4] == "NCHW" else (1, 2)
+        assert [ty.shape[i] for i in sides] == [w.inputs[0].shape[i] for i in sides]
+    # every conv comes in both layouts: layout pairs that belong to no benchmark model
+    samples = [Sample("grid", "grid", w, kernel_out_ty(w), 1.0, 0.0) for w in convs]
+    assert len(layout_pairs(samples)) == len(script.GRID_CONVS)
 
 
 def test_bulk_featurize_equals_one_item_at_a_time():
