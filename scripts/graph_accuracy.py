@@ -172,10 +172,9 @@ def held_out_blocks(path: Path) -> list[str]:
     """The out-of-sample sections ``put_first`` wrote into the report at ``path``, marks included."""
     text = path.read_text() if path.exists() else ""
     blocks = []
-    while "<!-- held-out-e2e" in text:
-        start = text.index("<!-- held-out-e2e")
-        key = text[start + 5 : text.index(":", start)]
-        end = text.index(_block_marks(key)[1], start) + len(_block_marks(key)[1])
+    while (start := text.find("<!-- held-out-e2e")) >= 0:
+        end_mark = _block_marks(text[start + len("<!-- ") : text.index(":", start)])[1]
+        end = text.index(end_mark, start) + len(end_mark)
         blocks.append(text[start:end])
         text = text[end:]
     return blocks

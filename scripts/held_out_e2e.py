@@ -29,15 +29,16 @@ from pathlib import Path
 
 import numpy as np
 import tvm
+from scipy.stats import gmean
 
 import tvm_eqsat
 from tvm_eqsat import models, provenance, timing, tune
 from tvm_eqsat.cost import shipped_model_dir
 from tvm_eqsat.verify import output_diffs
-from tvm_eqsat.xgb_model import KernelModel, load_dataset, load_elementwise, measured_table, train
+from tvm_eqsat.xgb_model import ROUNDS, KernelModel, load_dataset, load_elementwise, measured_table, train
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a test imports this file
-from benchmark import _flatten, module_hash  # noqa: E402
+from benchmark import _flatten, device_for, module_hash  # noqa: E402
 from graph_accuracy import put_first  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,7 +86,7 @@ def evaluate(name: str, small: bool, target: tvm.target.Target, args, work: Path
         mods[variant], row[variant] = rewrite(model.mod, target, spec)
     same = row["in_sample"]["module_hash"] == row["held_out"]["module_hash"]
     row["same_graph"] = same
-    dev = tvm.cpu(0) if target.kind.name == "llvm" else tvm.cuda(0)
+    dev = device_for(target)
     samplers, outputs = {}, {}
     for variant, mod in mods.items():
         if variant == "held_out" and same:
@@ -104,20 +105,17 @@ def evaluate(name: str, small: bool, target: tvm.target.Target, args, work: Path
         row[variant].update(ms=ms, speedup=stock / ms, max_rel_diff=output_diffs(outputs["stock"], outputs[variant])[1])
     ratio = row["in_sample"]["ms"] / row["held_out"]["ms"]
     row["held_out_vs_in_sample"] = ratio
-    row["verdict"] = (
-        "same graph"
-        if same
-        else "tie"
-        if abs(ratio - 1) <= TIE
-        else "held out better"
-        if ratio > 1
-        else "in sample better"
-    )
+    row["verdict"] = verdict(same, ratio)
     return row
 
 
-def geomean(xs: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(xs)))) if xs else float("nan")
+def verdict(same: bool, ratio: float) -> str:
+    """Which pass chose better, from in-sample ms over held-out ms (within ``TIE``: neither)."""
+    if same:
+        return "same graph"
+    if abs(ratio - 1) <= TIE:
+        return "tie"
+    return "held out better" if ratio > 1 else "in sample better"
 
 
 def markdown(doc: dict) -> str:
@@ -203,8 +201,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the graph report that gives these figures first (default cost_models/<target>/GRAPH_REPORT.md)",
     )
     args = p.parse_args(argv)
-    from tvm_eqsat.xgb_model import ROUNDS
-
     args.rounds = args.rounds or ROUNDS
     target = tvm.target.Target(args.target)
     if shipped_model_dir(target.kind.name, FLOW) is None:
@@ -239,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         "elapsed_s": round(time.perf_counter() - start, 1),
         "rows": rows,
         "summary": {
-            "held_out_geomean": geomean([r["held_out"]["speedup"] for r in rows]),
-            "in_sample_geomean": geomean([r["in_sample"]["speedup"] for r in rows]),
+            "held_out_geomean": float(gmean([r["held_out"]["speedup"] for r in rows])),
+            "in_sample_geomean": float(gmean([r["in_sample"]["speedup"] for r in rows])),
             "same_graph": sum(r["same_graph"] for r in rows),
             "verdicts": ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "none",
         },
