@@ -38,6 +38,7 @@ from tvm_eqsat.xgb_model import (
     ROUNDS,
     TUNED_MIN_TRIALS,
     KernelModel,
+    below_budget,
     dataset_row,
     layout_pairs,
     load_dataset,
@@ -469,7 +470,7 @@ def _flows(dataset: Path, min_trials: int = 0) -> list[str]:
             {
                 f"{r['flow']}" + (f" ({r['trials']} trials)" if r["flow"] == "tuned" else "")
                 for r in csv.DictReader(f)
-                if r["flow"] != "tuned" or int(r["trials"] or 0) >= min_trials
+                if not below_budget(r, min_trials)
             }
         )
 

@@ -148,6 +148,11 @@ def _ty(value):
     return tuple(_ty(v) for v in value)
 
 
+def below_budget(row: dict, min_trials: int) -> bool:
+    """Whether a dataset row is a tuned-flow kernel tuned with fewer than ``min_trials`` trials."""
+    return row["flow"] == "tuned" and int(row["trials"] or 0) < min_trials
+
+
 def load_dataset(
     path: str | Path, flow: str | None = None, per_element_ns: dict[str, float] | None = None, min_trials: int = 0
 ) -> list[Sample]:
@@ -164,7 +169,7 @@ def load_dataset(
         for row in csv.DictReader(f):
             if flow is not None and row["flow"] != flow:
                 continue
-            if row["flow"] == "tuned" and int(row["trials"] or 0) < min_trials:
+            if below_budget(row, min_trials):
                 continue
             median = float(row["median_us"])
             w, out_ty = Workload.from_json(json.loads(row["key"])), _ty(json.loads(row["out_ty"]))
