@@ -672,3 +672,36 @@ def test_out_of_sample_sections_stay_first_in_the_graph_report(tmp_path):
     assert text.index("full-size figures") < text.index("new figures") < text.index("in-sample table")
     blocks = ga.held_out_blocks(report)
     assert len(blocks) == 2 and "full-size figures" in blocks[0] and blocks[1].endswith("-->")
+
+
+def _on_new_machine(samples, factor: float):
+    """The same kernels timed on a machine ``factor`` times slower."""
+    return [Sample(s.model, s.source, s.workload, s.out_ty, s.median_us * factor, s.spread) for s in samples]
+
+
+def test_few_shot_curve_never_shows_a_model_its_own_kernels():
+    """``few_shot.py`` predicts each model's kernels with that model held out on both machines:
+    changing its measurements changes none of its predictions, and the fresh kernels of the
+    others move the old machine's booster towards the new machine's times."""
+    fs = load_script("few_shot")
+    old = _synthetic_samples(np.random.default_rng(3))
+    new = _on_new_machine(old, 3.0)
+    kw = {"ks": (0, 40), "seeds": (0,), "rounds": 60}
+    base = fs.curve(old, new, **kw)
+    changed = [s if s.model != "model1" else _on_new_machine([s], 7.0)[0] for s in new]
+    changed_old = [s if s.model != "model1" else _on_new_machine([s], 0.2)[0] for s in old]
+    again = fs.curve(changed_old, changed, **kw)
+    mine = np.array([s.model == "model1" for s in new])
+    for key in base:
+        np.testing.assert_allclose(again[key][mine], base[key][mine], rtol=1e-6)
+    scores = fs.score(new, base)
+    assert scores[("old", 0, 0)]["within_20pct"] < 0.2  # three times too fast everywhere
+    for method in fs.METHODS:
+        assert scores[(method, 40, 0)]["within_20pct"] > scores[("old", 0, 0)]["within_20pct"] + 0.3, method
+    rows = fs.summary(scores, kw["ks"], kw["seeds"])
+    assert [(r["method"], r["k"]) for r in rows] == [("old", 0)] + [(m, 40) for m in fs.METHODS]
+    need = fs.kernels_needed(rows, scores["all"], "rescaled")
+    assert need["ceiling"] in (40, None) and fs.kernels_needed(rows, {"spearman": 0, "within_20pct": 0}, "scratch") == {
+        "targets": fs.kernels_needed(rows, scores["all"], "scratch")["targets"],
+        "ceiling": 0,
+    }
