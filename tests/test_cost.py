@@ -705,3 +705,17 @@ def test_few_shot_curve_never_shows_a_model_its_own_kernels():
         "targets": fs.kernels_needed(rows, scores["all"], "scratch")["targets"],
         "ceiling": 0,
     }
+
+
+def test_ranking_objective_orders_held_out_kernels():
+    """``compare_objectives.py``'s ranking booster, trained on two models' kernels, orders the
+    third's by latency (its score is no latency, only an order)."""
+    from scipy.stats import spearmanr
+
+    co = load_script("compare_objectives")
+    samples = _synthetic_samples(np.random.default_rng(4))
+    scores = co.ranking_scores(samples, rounds=60)
+    for model in ("model0", "model1", "model2"):
+        mine = [i for i, s in enumerate(samples) if s.model == model]
+        rho = spearmanr([samples[i].median_us for i in mine], scores[mine]).statistic
+        assert rho > 0.8, (model, rho)
