@@ -7,7 +7,8 @@ F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl``
 ``winograd_cl.egg`` does (tiles laid out channels last), or with ``--family winograd_f4`` as
 F(4x4, 3x3) (``winograd_f4.egg``; ``--compare`` times another form too, in the same
 process), extracted with ``forms.rewritten_form`` whatever a cost model would choose.
-Both are tuned with MetaSchedule (``--trials`` per kernel, one work database, so a rerun
+With ``--compare`` the pass chooses among all three forms, and its choice is right where
+that form ran within 2% of the fastest.  All are tuned with MetaSchedule (``--trials`` per kernel, one work database, so a rerun
 tunes nothing) or built with default schedules (``--flow default``), checked against each
 other, and timed interleaved.  Beside each
 measurement: the form the pass chooses with its cost model for that flow (``auto``) and
@@ -90,6 +91,31 @@ FORM_NAMES = {
 }
 
 
+TIE = 0.02  # a choice within 2% of the fastest form's time counts as right
+
+
+def pass_choice(changes, family: str, compare: str | None = None) -> str:
+    """Which form the pass's changes made: ``direct``, ``winograd`` (``family``'s form) or,
+    where ``compare`` is the other tile size, ``compare`` (described changes name F(2x2, 3x3)
+    or F(4x4, 3x3); two F(2x2) forms cannot be told apart, so both count as ``winograd``)."""
+    made = {tile for tile in ("F(2x2", "F(4x4") if any(tile in s and "Winograd" in s for s in changes)}
+    if not made:
+        return "direct"
+    if compare and _tile(family) != _tile(compare):
+        return "winograd" if _tile(family) in made else "compare"
+    return "winograd"
+
+
+def _tile(family: str) -> str:
+    return "F(4x4" if family == "winograd_f4" else "F(2x2"
+
+
+def right_choice(row: dict) -> bool:
+    """Whether the chosen form ran within ``TIE`` of the fastest form timed."""
+    forms = [f for f in ("direct", "winograd", "compare") if f + "_ms" in row]
+    return row[row["pass_choice"] + "_ms"] <= (1 + TIE) * min(row[f + "_ms"] for f in forms)
+
+
 def winograd_form(mod, family: str = "winograd"):
     rules, main_rule = FAMILIES[family]
     new, applied, changed = rewritten_form(mod, rules, avoid=_direct_3x3)
@@ -115,12 +141,14 @@ def measure(
     forms = {"direct": mod, "winograd": winograd_form(mod, family)}
     if compare:
         forms["compare"] = winograd_form(mod, compare)
-    _, report = optimize(mod, "llvm", flow=flow, rules=FAMILIES[family][0])
+    # the pass chooses among every form timed (both families' rules where one is compared)
+    rules = FAMILIES[family][0] + (FAMILIES[compare][0] if compare else [])
+    _, report = optimize(mod, "llvm", flow=flow, rules=list(dict.fromkeys(rules)))
     f = report.functions["main"]
     row = {
         "layer": name,
         "shape": [1, c, size, size, k],
-        "pass_choice": "winograd" if any("Winograd" in s for s in f.changes) else "direct",
+        "pass_choice": pass_choice(f.changes, family, compare),
         "cost_model": report.cost_model,
         "predicted_speedup": f.cost_before / f.cost_after if f.cost_after else None,
     }
@@ -152,7 +180,7 @@ def measure(
         form: {k: round(us, 1) for k, us in ks.items() if us >= 1.0}
         for form, ks in timing.kernel_times(executables, dev, [x]).items()
     }
-    row["right_choice"] = (row["speedup"] > 1) == (row["pass_choice"] == "winograd")
+    row["right_choice"] = right_choice(row)
     row["tune_and_build_s"] = build_s
     return row
 
@@ -171,6 +199,12 @@ def markdown(data: dict) -> str:
         "(model, predicted) | right | compared form: ms (speedup) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def choice(r) -> str:  # the form by its family's name where two Winograd forms were timed
+        if "compare_family" not in r or r["pass_choice"] == "direct":
+            return r["pass_choice"]
+        return r["compare_family"] if r["pass_choice"] == "compare" else data.get("family", "winograd")
+
     for r in data["rows"]:
         _, c, s, _, k = r["shape"]
         other = (
@@ -178,7 +212,7 @@ def markdown(data: dict) -> str:
         )
         lines.append(
             f"| {r['layer']} | {c}, {s}x{s}, {k} | {r['direct_ms']:.3f} | {r['winograd_ms']:.3f} | "
-            f"{r['speedup']:.2f}x | {r['max_rel_diff']:.1e} | {r['pass_choice']} ({r['cost_model']}, "
+            f"{r['speedup']:.2f}x | {r['max_rel_diff']:.1e} | {choice(r)} ({r['cost_model']}, "
             f"{r['predicted_speedup']:.2f}x) | {'yes' if r['right_choice'] else '**no**'} | {other} |"
         )
     return "\n".join(lines) + "\n"

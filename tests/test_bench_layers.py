@@ -37,3 +37,19 @@ def test_markdown_marks_a_wrong_choice():
     assert "| l | 64, 56x56, 64 | 3.000 | 4.000 | 0.75x |" in text and "**no**" in text
     compared = {**row, "compare_family": "winograd", "compare_ms": 5.0, "compare_speedup": 0.6}
     assert "| winograd: 5.000 (0.60x) |" in layers.markdown({**data, "rows": [compared]})
+
+
+def test_three_way_choice_is_named_and_judged_by_the_fastest_form():
+    """With a compared form the pass chooses among three: its described changes name the
+    tile size, and the choice is right only where that form ran within 2% of the fastest."""
+    f2, f4 = ["3 convs as Winograd F(2x2, 3x3)"], ["1 conv as Winograd F(4x4, 3x3)"]
+    assert layers.pass_choice([], "winograd_f4", "winograd") == "direct"
+    assert layers.pass_choice(f4, "winograd_f4", "winograd") == "winograd"
+    assert layers.pass_choice(f2, "winograd_f4", "winograd") == "compare"
+    assert layers.pass_choice(f2, "winograd", "winograd_f4") == "winograd"
+    assert layers.pass_choice(f2, "winograd_cl", "winograd") == "winograd"  # two F(2x2) forms: not told apart
+    row = {"direct_ms": 10.0, "winograd_ms": 5.0, "compare_ms": 4.0}
+    assert not layers.right_choice({**row, "pass_choice": "winograd"})
+    assert layers.right_choice({**row, "pass_choice": "compare"})
+    assert layers.right_choice({**row, "compare_ms": 4.95, "pass_choice": "winograd"})  # within 2%
+    assert not layers.right_choice({**row, "pass_choice": "direct"})

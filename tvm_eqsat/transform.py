@@ -138,16 +138,20 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # scale into the projection weights) changed nothing measurable: TVM fuses the multiply it
 # removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
 # the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
-# winograd_f4 (F(4x4, 3x3), channels-last tiles): faster than winograd_cl on ResNet-50's four
-# layers tuned, and full ResNet-50 1.213x over its best stock variant (llvm-tuned-wino-f4-t32.md),
-# opt-in for the same reasons
-OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4", "scale")
+OPT_IN = ("conv_matmul", "winograd_cl", "scale")
 # families on by default for one (target kind, build flow) only, where their choices were
 # checked end to end; elsewhere they run only when named.  winograd, llvm default flow: 1.26x
 # on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/results/
 # family-winograd-llvm-default.json); llvm tuned flow: the roofline also takes it on a
-# 64-channel layer that loses (0.75x, layers-winograd-llvm-tuned-t32.md); CUDA: not measured
-FLOW_ONLY = {"winograd": ("llvm", "default")}
+# 64-channel layer that loses (0.75x, layers-winograd-llvm-tuned-t32.md); CUDA: not measured.
+# winograd_f4 (F(4x4, 3x3), channels-last tiles), llvm default flow: beside winograd, the
+# default-flow model picked the fastest of direct, F(2x2) and F(4x4) on all nine 3x3 layers of
+# ResNet-50 and VGG-19 (layers-winograd-llvm-default-f4-choice.md), full ResNet-50 1.328x ->
+# 1.363x over stock, the small models unchanged (family-winograd_f4-llvm-default.json).  Tuned:
+# faster than winograd_cl on ResNet-50's layers, full ResNet-50 1.213x and VGG-19 2.020x over
+# their best stock variants (llvm-tuned-wino-f4-t32.md), but the roofline makes the per-layer
+# choice there and no small model has been timed tuned with it: named only
+FLOW_ONLY = {"winograd": ("llvm", "default"), "winograd_f4": ("llvm", "default")}
 # families off for some (target kind, build flow), where they were measured to lose and no
 # cost model can see why (see each family's file)
 NOT_FOR = {"bn_fold_grouped": (("cuda", "default"),)}
