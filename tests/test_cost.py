@@ -719,3 +719,18 @@ def test_ranking_objective_orders_held_out_kernels():
         mine = [i for i, s in enumerate(samples) if s.model == model]
         rho = spearmanr([samples[i].median_us for i in mine], scores[mine]).statistic
         assert rho > 0.8, (model, rho)
+
+
+def test_pair_orders_count_decisive_pairs_and_the_time_choices_cost():
+    """``train_cost_model.pair_orders``: near ties (within 5%) leave the decisive count, a
+    predictor's tie counts as wrong and as NCHW, and each choice costs what the chosen
+    layout measured; always-NCHW and always-NHWC come as baselines."""
+    tcm = load_script("train_cost_model")
+    y = np.array([10.0, 5.0, 10.0, 10.2, 4.0, 8.0])  # pairs (NCHW, NHWC): NHWC 2x faster, a tie, NCHW 2x faster
+    pairs = [(0, 1), (2, 3), (4, 5)]
+    pred = np.array([1.0, 2.0, 3.0, 3.0, 1.0, 2.0])  # wrong, tie, right
+    out = tcm.pair_orders(pairs, y, {"m": pred})
+    assert (out["pairs"], out["nhwc_faster"], out["decisive"]) == (3, 1, 2)
+    assert out["m"] == {"right": 1, "ties": 1, "decisive_right": 1, "time_over_best": (10 + 10 + 4) / (5 + 10 + 4)}
+    assert out["always NCHW"]["right"] == 2 and out["always NCHW"]["decisive_right"] == 1
+    assert out["always NHWC"]["time_over_best"] == pytest.approx((5 + 10.2 + 8) / 19)
