@@ -8,9 +8,9 @@ F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl``
 F(4x4, 3x3) (``winograd_f4.egg``; ``--compare`` times another form too, in the same
 process), extracted with ``forms.rewritten_form`` whatever a cost model would choose.
 With ``--compare`` the pass chooses among all three forms, and its choice is right where
-that form ran within 2% of the fastest.  All are tuned with MetaSchedule (``--trials`` per kernel, one work database, so a rerun
-tunes nothing) or built with default schedules (``--flow default``), checked against each
-other, and timed interleaved.  Beside each
+that form ran within 2% of the fastest.  All are tuned with MetaSchedule (``--trials`` per
+kernel, one work database, so a rerun tunes nothing) or built with default schedules
+(``--flow default``), checked against each other, and timed interleaved.  Beside each
 measurement: the form the pass chooses with its cost model for that flow (``auto``) and
 the speedup that model predicts, so a wrong choice shows.
 
