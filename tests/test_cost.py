@@ -734,3 +734,17 @@ def test_pair_orders_count_decisive_pairs_and_the_time_choices_cost():
     assert out["m"] == {"right": 1, "ties": 1, "decisive_right": 1, "time_over_best": (10 + 10 + 4) / (5 + 10 + 4)}
     assert out["always NCHW"]["right"] == 2 and out["always NCHW"]["decisive_right"] == 1
     assert out["always NHWC"]["time_over_best"] == pytest.approx((5 + 10.2 + 8) / 19)
+
+
+def test_an_unset_out_dtype_finds_the_spelled_out_measurement():
+    """A module built with ``out_dtype=None`` (attribute "") asks about the same kernel as an
+    imported model whose out_dtype is spelled out: the measurement answers both; inputs of
+    two dtypes keep their attribute as it is."""
+    from tvm_eqsat.xgb_model import bare_key
+
+    ins = [TensorTy((2, 512), "float32"), TensorTy((512, 512), "float32")]
+    model = KernelModel(None, {}, {bare_key("Matmul", ("float32",), ins): 1167.5})
+    assert model.lookup_us("Matmul", ("",), ins) == 1167.5
+    assert bare_key("Conv2d", ("NCHW", ""), ins) == bare_key("Conv2d", ("NCHW", "float32"), ins)
+    mixed = [TensorTy((2, 512), "int8"), TensorTy((512, 512), "float32")]
+    assert bare_key("Matmul", ("",), mixed) != bare_key("Matmul", ("int8",), mixed)

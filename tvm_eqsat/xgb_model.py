@@ -108,8 +108,17 @@ def epilogue_us(w: Workload, out_ty, per_element_ns: dict[str, float]) -> float:
     return sum(per_element_ns.get(e.op, 0.0) for e in w.epilogue) * out_ty.numel / 1e3
 
 
+OUT_DTYPE_LAST = ("Matmul", "Conv2d")  # kernels whose last attribute is out_dtype ("" = the inputs')
+
+
 def bare_key(op: str, attrs: tuple, in_tys) -> str:
-    """The kernel without its epilogue: what the pass asks about (``Workload.key`` form)."""
+    """The kernel without its epilogue: what the pass asks about (``Workload.key`` form).
+    An unset out_dtype ("": a module built with ``out_dtype=None``) reads as the inputs'
+    dtype when they share one, which is what TVM computes in, so such a module finds the
+    measurements of imported models, which spell it out."""
+    dtypes = {getattr(t, "dtype", None) for t in in_tys}
+    if op in OUT_DTYPE_LAST and attrs and attrs[-1] == "" and len(dtypes) == 1 and None not in dtypes:
+        attrs = (*attrs[:-1], dtypes.pop())
     return Workload(op, attrs, tuple(in_tys)).key()
 
 
