@@ -44,6 +44,7 @@ from tvm_eqsat import provenance
 from tvm_eqsat.xgb_model import (
     ROUNDS,
     KernelModel,
+    finetune_rounds,
     layout_pairs,
     load_dataset,
     load_elementwise,
@@ -70,8 +71,8 @@ def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None) -> 
     """Predictions of each method for every kernel of ``new`` (its model held out), per k
     and draw, and the ceiling's: ``{"all": array, (method, k, seed): array}``.
 
-    A fine-tuned booster gets a quarter of ``rounds`` more (at least 50), as
-    ``train_cost_model.py --finetune-from`` gives it; ``scratch`` needs 2 kernels."""
+    A fine-tuned booster gets ``finetune_rounds(rounds)`` more, as ``train_cost_model.py
+    --finetune-from`` gives it; ``scratch`` needs 2 kernels."""
     x = sample_features(new)
     epilogue = np.array([s.epilogue_us for s in new])
     kernel = np.array([s.kernel_us for s in new])
@@ -93,7 +94,7 @@ def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None) -> 
                     preds[("old", 0, seed)][test] = base_kernel[test]
                     continue
                 picked = [new[i] for i in pick]
-                fine = train(picked, max(rounds // 4, 50), base=base)
+                fine = train(picked, finetune_rounds(rounds), base=base)
                 preds[("fine-tuned", k, seed)][test] = _kernel_us(fine, x[test])
                 preds[("rescaled", k, seed)][test] = base_kernel[test] * np.median(kernel[pick] / base_kernel[pick])
                 if k >= 2:

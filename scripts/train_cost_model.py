@@ -40,6 +40,7 @@ from tvm_eqsat.xgb_model import (
     KernelModel,
     below_budget,
     dataset_row,
+    finetune_rounds,
     layout_pairs,
     load_dataset,
     load_elementwise,
@@ -357,7 +358,7 @@ def main() -> None:
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(
-        samples, args.rounds if base is None else max(args.rounds // 4, 50), base=base, objective=args.objective
+        samples, args.rounds if base is None else finetune_rounds(args.rounds), base=base, objective=args.objective
     )
     metadata = {
         "target": args.target,

@@ -276,6 +276,12 @@ def train(
     return xgb.train(params, data, num_boost_round=rounds, xgb_model=base)
 
 
+def finetune_rounds(rounds: int) -> int:
+    """Boosting rounds added when a trained booster continues on a new machine's kernels
+    (``train_cost_model.py --finetune-from``): a quarter of a full training, at least 50."""
+    return max(rounds // 4, 50)
+
+
 class KernelModel:
     """A trained booster, its metadata, and the kernels it was trained on.
 
