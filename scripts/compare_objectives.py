@@ -77,6 +77,10 @@ def _cell(v, fmt) -> str:
     return "-" if v != v else fmt(v)
 
 
+def _pct(v) -> str:
+    return f"{v * 100:.0f}%"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["cost_models/llvm", "cost_models/llvm-default"])
@@ -105,10 +109,9 @@ def main() -> None:
             "|---|---|---|---|---|---|",
         ]
         for r in rows:
-            pct = lambda v: f"{v * 100:.0f}%"  # noqa: E731
             lines.append(
                 f"| {r['predictor']} | {r['spearman']:.3f} | {r['pairwise_accuracy']:.3f} | "
-                f"{_cell(r['median_rel_error'], pct)} | {_cell(r['within_20pct'], pct)} | "
+                f"{_cell(r['median_rel_error'], _pct)} | {_cell(r['within_20pct'], _pct)} | "
                 f"{r['pairs_right']} of {r['pairs']} |"
             )
         lines.append("")
