@@ -16,7 +16,9 @@ candidates; ``default``: stock pipeline, dlight on CUDA) and timed with ``time_e
 CSV as they are measured, so an interrupted run resumes where it stopped.
 
 ``--elementwise`` instead calibrates what element-wise ops cost per element in the
-flow (``measure.elementwise_ns``) and writes ``elementwise.json`` beside the CSV;
+flow (``measure.elementwise_ns``) and writes ``elementwise.json`` beside the CSV (with
+``--bundle`` it builds the calibration's kernels for the device, and ``--from-bundle`` reads
+their times back);
 training takes each kernel's epilogue off its measurement with it, and the pass
 charges those ops where they stand (run it before training).
 
@@ -46,9 +48,11 @@ from tvm_eqsat import models, ops, optimize
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.graph import TensorTy, module_graphs
 from tvm_eqsat.measure import (
-    CALIBRATION_SIZES,
     build_workload,
+    calibration_sizes,
     elementwise_ns,
+    elementwise_slopes,
+    elementwise_workloads,
     kernel_out_ty,
     kernel_workloads,
     measure,
@@ -58,8 +62,8 @@ from tvm_eqsat.measure import (
 )
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.saturate import saturate
-from tvm_eqsat.workload import Workload
-from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, dataset_row, ty_json
+from tvm_eqsat.workload import Epilogue, Workload
+from tvm_eqsat.xgb_model import DATASET_FIELDS, ELEMENTWISE, GRID_MODEL, dataset_row, ty_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -116,7 +120,7 @@ def variants(w: Workload, rng: random.Random, count: int) -> list[Workload]:
 
 
 SOURCES = ("model", "rewrite", "variant", "chosen", "tvm", "grid")
-GRID = "grid"  # the model column of the grid's rows: they belong to no benchmark model
+GRID = GRID_MODEL  # the model column of the grid's rows: they belong to no benchmark model
 
 # The grid: matmuls and convs over widths, the shapes merges create (several matmuls or convs
 # on one input as one wider kernel), swept independently of any benchmark model so that a
@@ -137,20 +141,66 @@ GRID_CONVS = [
     for k in (16, 32, 64, 128, 256)
     for side in (7, 8, 16, 32)
 ]
+# Convs of the widths the full-size models run (128-512 channels, 7-56 pixels a side), where a
+# GPU kernel is no longer launch-bound and NCHW and NHWC part ways
+GRID_WIDE_CONVS = [
+    (c, k, side, kernel)
+    for kernel in (1, 3)
+    for c in (128, 256, 512)
+    for k in (128, 256, 512)
+    for side in (7, 14, 28, 56)
+]
+# Grouped convs, (channels, groups, side, kernel, stride): depthwise (groups = channels, the
+# MobileNet and NASNet separable convs), ResNeXt's 32 groups, and the few groups of parallel
+# convs merged into one; each bare and with a bias add and relu fused in.  Held out by model,
+# the CUDA model ranked MobileNet-v2's kernels at Spearman 0.61, having seen depthwise convs
+# only there and in NASNet-A, and priced ResNeXt-50's merged 2-group convs at 86-187 us in NHWC
+# where dlight takes 950-1,280 (12x their NCHW form)
+GRID_GROUPED_CONVS = (
+    [
+        (c, c, side, kernel, stride)
+        for c in (32, 96, 192, 384, 768)
+        for side in (7, 14, 28, 56)
+        for kernel in (3, 5)
+        for stride in (1, 2)
+    ]
+    + [(c, 32, side, 3, 1) for c in (128, 256, 512, 1024) for side in (7, 14, 28, 56)]
+    + [
+        (c, groups, side, 3, stride)
+        for c in (128, 256, 512)
+        for groups in (2, 4, 8)
+        for side in (14, 28, 56)
+        for stride in (1, 2)
+    ]
+)
 GRID_LAYOUTS = (("NCHW", "OIHW"), ("NHWC", "OHWI"))
 
 
+def _conv(
+    c: int, k: int, side: int, kernel: int, stride: int, groups: int, layouts, dtype: str, bias_relu: bool = False
+) -> Workload:
+    """A batch-1, same-padded conv of ``c`` to ``k`` channels, bare or with a bias add and relu."""
+    data, kernel_layout = layouts
+    pad = kernel // 2
+    attrs = ((stride, stride), (pad, pad, pad, pad), (1, 1), groups, data, kernel_layout, data, dtype)
+    x = (1, c, side, side) if data == "NCHW" else (1, side, side, c)
+    w = (k, c // groups, kernel, kernel) if kernel_layout == "OIHW" else (k, kernel, kernel, c // groups)
+    bias = (1, k, 1, 1) if data == "NCHW" else (1, 1, 1, k)
+    epilogue = (Epilogue("Add", bias), Epilogue("Relu")) if bias_relu else ()
+    return Workload("Conv2d", attrs, (TensorTy(x, dtype), TensorTy(w, dtype)), epilogue)
+
+
 def grid_workloads(dtype: str = "float32") -> list[Workload]:
-    """``GRID_MATMULS`` (m x k @ k x n) and ``GRID_CONVS`` in each of ``GRID_LAYOUTS`` (batch 1,
-    stride 1, same padding), bare."""
+    """``GRID_MATMULS`` (m x k @ k x n), then ``GRID_CONVS`` and ``GRID_WIDE_CONVS`` (stride 1,
+    bare) and ``GRID_GROUPED_CONVS`` (bare, then with a bias add and relu) in each of
+    ``GRID_LAYOUTS``."""
     out = [Workload("Matmul", (dtype,), (TensorTy((m, k), dtype), TensorTy((k, n), dtype))) for m, k, n in GRID_MATMULS]
-    for data, kernel_layout in GRID_LAYOUTS:
-        for c, k, side, kernel in GRID_CONVS:
-            pad = kernel // 2
-            attrs = ((1, 1), (pad, pad, pad, pad), (1, 1), 1, data, kernel_layout, data, dtype)
-            x = (1, c, side, side) if data == "NCHW" else (1, side, side, c)
-            w = (k, c, kernel, kernel) if kernel_layout == "OIHW" else (k, kernel, kernel, c)
-            out.append(Workload("Conv2d", attrs, (TensorTy(x, dtype), TensorTy(w, dtype))))
+    for layouts in GRID_LAYOUTS:
+        for c, k, side, kernel in GRID_CONVS + GRID_WIDE_CONVS:
+            out.append(_conv(c, k, side, kernel, 1, 1, layouts, dtype))
+        for bias_relu in (False, True):
+            for c, groups, side, kernel, stride in GRID_GROUPED_CONVS:
+                out.append(_conv(c, c, side, kernel, stride, groups, layouts, dtype, bias_relu))
     return out
 
 
@@ -244,21 +294,50 @@ def dry_run(args, flow: str, target: dict, work_dir: str) -> None:
     print(f"{len(items) - failures} of {len(items)} workloads compile for {target}")
 
 
-def calibrate_elementwise(args, flow: str, target: dict, work_dir: str, path: Path) -> None:
-    t = time.perf_counter()
-    ns = elementwise_ns(target, flow=flow, trials=args.trials, work_dir=work_dir, repeat=args.repeat)
+def write_elementwise(path: Path, args, flow: str, sizes, seconds: float | None, ns: dict[str, float]) -> None:
+    """The calibration document ``xgb_model.load_elementwise`` reads (``seconds``: the
+    calibration's time, None where a device run did the timing)."""
     doc = {
         "target": args.target,
         "flow": flow,
         "trials": args.trials if flow == "tuned" else None,
-        "sizes": list(CALIBRATION_SIZES),
+        "sizes": list(sizes),
         "date": time.strftime("%Y-%m-%d"),
-        "seconds": round(time.perf_counter() - t, 1),
+        "seconds": None if seconds is None else round(seconds, 1),
         "ns_per_element": {k: round(v, 4) for k, v in ns.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print(f"{len(ns)} element-wise ops calibrated -> {path}")
+
+
+def calibrate_elementwise(args, flow: str, target: dict, work_dir: str, path: Path) -> None:
+    t = time.perf_counter()
+    sizes = calibration_sizes(target)
+    ns = elementwise_ns(target, flow=flow, trials=args.trials, work_dir=work_dir, sizes=sizes, repeat=args.repeat)
+    write_elementwise(path, args, flow, sizes, time.perf_counter() - t, ns)
+
+
+def elementwise_from_bundle(args, flow: str, bundle_dir: str, results: str, path: Path) -> None:
+    """``elementwise.json`` from the device run of an ``--elementwise --bundle`` bundle."""
+    info = json.loads((Path(bundle_dir) / WORKLOADS).read_text())
+    result = json.loads(Path(results).read_text())
+    times = {}
+    for row in result["rows"]:
+        w = Workload.from_json(info[row["name"]]["workload"])
+        times[(w.op, w.inputs[0].shape[-1])] = row["median_ms"] * 1e3
+    sizes = sorted({n for _, n in times})
+    if len(sizes) != 2:
+        raise SystemExit(f"{results}: expected the calibration's two sizes, found {sizes}")
+    for failure in result.get("failures", []):
+        logging.warning("not calibrated (failed on the device): %s", failure)
+    write_elementwise(path, args, flow, sizes, None, elementwise_slopes(times, sizes))
+
+
+def _budget(flow: str, trials) -> str | None:
+    """A row's tuning budget as the CSV holds it; none in the default flow, whose rows say 16
+    (collected here) or 0 (from a device's bundle) for the same untuned kernel."""
+    return str(trials) if flow == "tuned" else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -334,29 +413,40 @@ def main(argv: list[str] | None = None) -> None:
     if args.dry_run:
         return dry_run(args, flow, target, work_dir)
     if args.elementwise:
+        if args.bundle:
+            items = [
+                ("elementwise", "elementwise", w) for _, _, w in elementwise_workloads(sizes=calibration_sizes(target))
+            ]
+            return bundle_workloads(items, target, args.bundle, args.python, args.repeat)
+        if args.from_bundle:
+            return elementwise_from_bundle(args, flow, *args.from_bundle, out.parent / ELEMENTWISE)
         return calibrate_elementwise(args, flow, target, work_dir, out.parent / ELEMENTWISE)
+    if args.from_bundle:
+        return rows_from_bundle(*args.from_bundle, args.target, flow, out)
     rows = []
     if out.exists():
         with open(out) as f:
             rows = list(csv.DictReader(f))
+    budget = _budget(flow, args.trials)
     if args.retime:
-        latest = {r["key"]: r for r in rows if r["flow"] == flow and r["trials"] == str(args.trials)}
+        latest = {r["key"]: r for r in rows if (r["flow"], _budget(r["flow"], r["trials"])) == (flow, budget)}
         todo = [(r["model"], r["source"], Workload.from_json(json.loads(r["key"]))) for r in latest.values()]
     else:
         # a grid kernel is measured as the grid's even where a model's row has it: the grid's
         # rows stay in the training set when that model is held out (held_out_e2e.py)
-        done = {(r["key"], r["flow"], r["trials"], r["model"] == GRID) for r in rows}
+        done = {(r["key"], r["flow"], _budget(r["flow"], r["trials"]), r["model"] == GRID) for r in rows}
         todo = [
             item
             for item in gather(args.models, args.variants, args.seed, args.small, tuple(args.sources), target, flow)
-            if (item[2].key(), flow, str(args.trials), item[0] == GRID) not in done
+            if (item[2].key(), flow, budget, item[0] == GRID) not in done
         ]
-    if args.from_bundle:
-        return rows_from_bundle(*args.from_bundle, args.target, flow, out)
     if args.per_model is not None:
         todo = sample_per_model(todo, args.per_model, args.seed)
     if args.limit is not None:
         todo = todo[: args.limit]
+    if not todo:
+        print(f"nothing new to measure: every workload asked for has a row in {out}")
+        return
     if args.bundle:
         return bundle_workloads(todo, target, args.bundle, args.python, args.repeat)
     out.parent.mkdir(parents=True, exist_ok=True)

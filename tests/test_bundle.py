@@ -21,6 +21,18 @@ def _mlp():
     return module([x], lambda bb, x: R.nn.relu(bb.emit(R.matmul(x, const((32, 16))))))
 
 
+def _run_bundle(bundle_dir: Path, out: Path) -> None:
+    """The bundle's runner in a separate process, as the device runs it."""
+    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
+    subprocess.run(
+        [sys.executable, str(bundle_dir / "run.py"), "--out", str(out)],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+
+
 def test_llvm_bundle_runs_with_the_runtime_only(tmp_path):
     path = bundle.build_bundle(
         [bundle.Entry("mlp", _mlp(), number=2, repeat=5)],
@@ -173,14 +185,7 @@ def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
             str(tmp_path / "b"),
         ]
     )  # weights made by the runner: the libraries carry code only
-    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
-    subprocess.run(
-        [sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")],
-        check=True,
-        env=env,
-        capture_output=True,
-        timeout=600,
-    )
+    _run_bundle(tmp_path / "b", tmp_path / "out")
     (tmp_path / "res").mkdir()
     bench.main(
         [
@@ -220,17 +225,32 @@ def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
         str(tmp_path / "dataset.csv"),
     ]
     collect.main([*common, "--bundle", str(tmp_path / "b"), "--python", py, "--repeat", "2"])
-    env = {k: v for k, v in os.environ.items() if k != "TVM_USE_RUNTIME_LIB"}
-    subprocess.run(
-        [sys.executable, str(tmp_path / "b" / "run.py"), "--out", str(tmp_path / "out")],
-        check=True,
-        env=env,
-        capture_output=True,
-        timeout=600,
-    )
+    _run_bundle(tmp_path / "b", tmp_path / "out")
     collect.main([*common, "--from-bundle", str(tmp_path / "b"), str(tmp_path / "out" / "results.json")])
     rows = list(csv.DictReader(open(tmp_path / "dataset.csv")))
     assert len(rows) == 3 and all(float(r["median_us"]) > 0 and r["source"] == "model" for r in rows)
+    # the device's rows count as measured: asked again, the next bundle holds other kernels (a
+    # bundle's rows say 0 trials where this machine's default-flow rows say 16; the flow has no budget)
+    collect.main([*common, "--bundle", str(tmp_path / "b2"), "--python", py])
+    again = json.loads((tmp_path / "b2" / "workloads.json").read_text()).values()
+    measured = {r["key"] for r in rows}
+    assert again and not measured & {json.dumps(w["workload"], sort_keys=True) for w in again}
+
+
+def test_elementwise_calibration_through_a_bundle_on_the_cpu(tmp_path):
+    """collect_kernels.py --elementwise --bundle builds the calibration's kernels; the device
+    run's times become elementwise.json beside the dataset (--from-bundle)."""
+    collect = load_script("collect_kernels")
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    common = ["--target", "llvm", "--flow", "default", "--elementwise", "--out", str(tmp_path / "m" / "dataset.csv")]
+    collect.main([*common, "--bundle", str(tmp_path / "b"), "--python", py, "--repeat", "3"])
+    _run_bundle(tmp_path / "b", tmp_path / "out")
+    collect.main([*common, "--from-bundle", str(tmp_path / "b"), str(tmp_path / "out" / "results.json")])
+    doc = json.loads((tmp_path / "m" / "elementwise.json").read_text())
+    assert doc["sizes"] == [4096, 65536] and doc["seconds"] is None
+    ns = doc["ns_per_element"]
+    assert ns["Relu"] == 0.0 and ns["Tanh"] > 0.5  # as measured in-process (test_measure.py)
+    assert {"Add", "Exp", "Sigmoid"} <= set(ns)
 
 
 def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
@@ -325,3 +345,41 @@ def test_the_runner_stops_at_its_deadline_and_writes_what_it_timed(tmp_path):
                        check=True, env=env, capture_output=True, timeout=600)  # fmt: skip
         result = json.loads((tmp_path / deadline / "results.json").read_text())
         assert len(result["rows"]) == timed and result["untimed"] == ([] if timed else ["mlp"])
+
+
+def _pack_for_device_tuning(tmp_path):
+    script = load_script("device_tune")
+    script.main(
+        ["pack", "--models", "squeezenet", "--small", "--top", "1", "--no-compiler", "--out", str(tmp_path / "dt")]
+    )
+    return script
+
+
+def test_device_tuning_packs_the_dearest_kernels_and_the_runtime(tmp_path):
+    """device_tune.py pack: the kernels to tune there as Relax JSON, with the runtime, the
+    tvm_ffi wheel and the unpacking script (the compiler, 61 MB, left out here)."""
+    _pack_for_device_tuning(tmp_path)
+    b = tmp_path / "dt" / "b"
+    (kernel,) = json.loads((b / "kernels.json").read_text())
+    assert kernel["model"] == "squeezenet" and json.loads(kernel["key"])["op"] in ("Conv2d", "Matmul")
+    assert {"runtime.tar.gz", "unpack.sh"} <= {f.name for f in b.iterdir()}
+    assert any(f.name.startswith("apache_tvm_ffi") and f.name.endswith(".whl") for f in b.iterdir())
+    assert "../a/compiler.xz.part" in (b / "unpack.sh").read_text()
+
+
+@pytest.mark.slow  # 90 s: MetaSchedule's first tuning call in a process imports its tensor intrinsics
+def test_device_tuning_tunes_kernels_against_the_stock_build(tmp_path, capsys):
+    """device_tune.py run tunes each packed kernel and times it against the stock build (llvm
+    here, with the installed TVM); report tabulates the result."""
+    script = _pack_for_device_tuning(tmp_path)
+    out = tmp_path / "out"
+    script.main(
+        ["run", "--kernels", str(tmp_path / "dt" / "b" / "kernels.json"), "--out", str(out), "--target", "llvm",
+         "--trials", "2", "--work-dir", str(tmp_path / "db")]
+    )  # fmt: skip
+    (row,) = json.loads((out / "tuned.json").read_text())["rows"]
+    assert "error" not in row, row
+    assert row["dlight_ms"] > 0 and row["tuned_ms"] > 0 and row["speedup"] == row["dlight_ms"] / row["tuned_ms"]
+    assert (out / "msdb.tar.gz").exists()
+    script.main(["report", str(out / "tuned.json")])
+    assert "| k0 | squeezenet |" in capsys.readouterr().out

@@ -471,14 +471,26 @@ def test_graph_accuracy_summary_counts_orders_and_ties():
     assert s["spearman_stock"] == pytest.approx(0.5)
 
 
+def _train_script(dataset, out):
+    """scripts/train_cost_model.py on ``dataset`` (30 rounds), in a separate process; its output folder."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "train_cost_model.py"
+    subprocess.run(
+        [sys.executable, str(script), "--dataset", str(dataset), "--out", str(out), "--rounds", "30"],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
 def test_training_script_handles_a_one_model_dataset(tmp_path):
     """What ``--from-database`` leaves for one tuned model (one model, no spread): the
     script trains, saves a loadable model, and its report says nothing was held out.
     Rows tuned with fewer trials than ``--min-trials`` are left out, and the report says so."""
     import csv
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from tvm_eqsat.xgb_model import DATASET_FIELDS, TUNED_MIN_TRIALS, dataset_row
 
@@ -507,13 +519,7 @@ def test_training_script_handles_a_one_model_dataset(tmp_path):
                     0.0,
                 )
             )
-    script = Path(__file__).resolve().parent.parent / "scripts" / "train_cost_model.py"
-    out = tmp_path / "model"
-    subprocess.run(
-        [sys.executable, str(script), "--dataset", str(dataset), "--out", str(out), "--rounds", "30"],
-        check=True,
-        capture_output=True,
-    )
+    out = _train_script(dataset, tmp_path / "model")
     model = KernelModel.load(out)
     distinct = len({s.workload.key() for s in samples})
     assert model.metadata["samples"] == distinct and model.metadata["held_out_by_model"] is None
@@ -521,6 +527,32 @@ def test_training_script_handles_a_one_model_dataset(tmp_path):
     assert "one model only" in report and "Held out **by model**" not in report
     assert f"Left out: 3 tuned-flow rows tuned with fewer than {TUNED_MIN_TRIALS} trials" in report
     assert model.metadata["flows"] == [f"tuned ({TUNED_MIN_TRIALS} trials)"]
+
+
+def test_training_report_scores_the_models_without_the_grid(tmp_path):
+    """Held out by model, the grid counts as a model of its own; the report also scores the
+    benchmark models' kernels alone, the figure comparable to a dataset without a grid."""
+    import csv
+
+    from tvm_eqsat.xgb_model import DATASET_FIELDS, GRID_MODEL, dataset_row
+
+    pool = _synthetic_samples(np.random.default_rng(2))
+    unique = list({s.workload.key(): s for s in pool}.values())[:60]
+    owners = ["a", "b", GRID_MODEL]
+    dataset = tmp_path / "dataset.csv"
+    with open(dataset, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
+        writer.writeheader()
+        for k, s in enumerate(unique):
+            m = s.median_us
+            writer.writerow(
+                dataset_row("llvm", "default", 0, owners[k % 3], "model", s.workload, s.out_ty, m, m, m, 0.0)
+            )
+    out = _train_script(dataset, tmp_path / "model")
+    meta = KernelModel.load(out).metadata
+    assert meta["held_out_by_model"]["n"] == 60
+    assert meta["held_out_by_model_without_grid"]["n"] == 40
+    assert "| **all but the grid** | 40 |" in (out / "REPORT.md").read_text()
 
 
 def test_flow_picks_the_shipped_model_of_that_build_flow():
@@ -571,17 +603,22 @@ def test_collect_grid_belongs_to_no_model_and_builds():
 
     items = script.gather(["no-such-model"], 0, 0, sources=("grid",))
     convs = [w for _, _, w in items if w.op == "Conv2d"]
-    assert len(items) == len(script.GRID_MATMULS) + 2 * len(script.GRID_CONVS)
+    per_layout = len(script.GRID_CONVS) + len(script.GRID_WIDE_CONVS) + 2 * len(script.GRID_GROUPED_CONVS)
+    assert len(items) == len(script.GRID_MATMULS) + 2 * per_layout
     assert {(m, s) for m, s, _ in items} == {("grid", "grid")}
     widths = {w.inputs[1].shape[-1] for _, _, w in items if w.op == "Matmul"}
     assert min(widths) * 16 <= max(widths)  # wide enough to show what merges do
-    for w in convs:  # same padding, stride 1: the input's sides, in its own layout
+    for w in convs:  # same padding: the input's sides over the stride, in its own layout
         ty = kernel_out_ty(w)
         sides = (2, 3) if w.attrs[4] == "NCHW" else (1, 2)
-        assert [ty.shape[i] for i in sides] == [w.inputs[0].shape[i] for i in sides]
+        stride = w.attrs[0][0]
+        assert [ty.shape[i] for i in sides] == [-(-w.inputs[0].shape[i] // stride) for i in sides]
+    grouped = [w for w in convs if w.attrs[3] > 1]
+    assert {w.attrs[3] for w in grouped} >= {2, 4, 8, 32} and any(w.attrs[3] == w.inputs[0].shape[1] for w in grouped)
+    assert {len(w.epilogue) for w in grouped} == {0, 2}  # bare, and with a bias add and relu
     # every conv comes in both layouts: layout pairs that belong to no benchmark model
     samples = [Sample("grid", "grid", w, kernel_out_ty(w), 1.0, 0.0) for w in convs]
-    assert len(layout_pairs(samples)) == len(script.GRID_CONVS)
+    assert len(layout_pairs(samples)) == per_layout
 
 
 def test_bulk_featurize_equals_one_item_at_a_time():

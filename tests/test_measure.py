@@ -147,6 +147,22 @@ def test_elementwise_calibration_finds_tanh_dearer_than_a_copy():
     assert ns["Relu"] == 0.0 and ns["Tanh"] > 0.5
 
 
+def test_elementwise_slopes_subtract_the_copy_and_drop_half_timed_ops():
+    times = {("Relu", 1000): 10.0, ("Relu", 2000): 20.0, ("Tanh", 1000): 10.0, ("Tanh", 2000): 50.0}
+    times[("Exp", 1000)] = 12.0  # its larger size failed on the device
+    assert measure.elementwise_slopes(times, (1000, 2000)) == {"Relu": 0.0, "Tanh": 30.0}
+    with pytest.raises(ValueError, match="Relu"):
+        measure.elementwise_slopes({("Tanh", 1000): 1.0, ("Tanh", 2000): 2.0}, (1000, 2000))
+
+
+def test_a_gpu_is_calibrated_above_its_launch_bound_sizes():
+    assert measure.calibration_sizes("llvm") == measure.CALIBRATION_SIZES
+    small, large = measure.calibration_sizes({"kind": "cuda", "arch": "sm_90"})
+    assert large > small >= 1 << 20
+    names = [name for name, _, _ in measure.elementwise_workloads(["Tanh"], (small, large))]
+    assert names == ["Relu", "Relu", "Tanh", "Tanh"]
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (no GPU needed)")
 def test_cuda_kernels_generate_and_compile_with_nvcc():
     """The CUDA default flow (dlight schedules) produces CUDA that nvcc accepts."""
@@ -360,6 +376,15 @@ def test_forked_builder_builds_and_survives_hanging_or_crashing_candidates(monke
     assert hang.artifact_path is None and "timed out after 2 s" in hang.error_msg
     assert crash.artifact_path is None and "exit code 7" in crash.error_msg
     assert fine.error_msg is None and os.path.exists(fine.artifact_path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forked builder is used on Linux only")
+def test_cuda_candidates_are_built_in_process():
+    """A child forked after the parent used CUDA cannot build a CUDA kernel (every candidate
+    failed on the H100), so CUDA tuning builds in-process; CPU tuning keeps its forks."""
+    assert isinstance(tune.default_builder(30.0, {"kind": "cuda", "arch": "sm_90"}), tune.InProcessBuilder)
+    assert isinstance(tune.default_builder(30.0, "llvm"), tune.ForkedBuilder)
+    assert isinstance(tune.default_builder(30.0), tune.ForkedBuilder)
 
 
 def test_cuda_tuning_target_gets_the_limits_metaschedule_reads_and_keeps_its_own():

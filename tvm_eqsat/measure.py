@@ -142,6 +142,44 @@ def measure(
 
 
 CALIBRATION_SIZES = (4096, 65536)  # elements: small enough to build fast, far enough apart for a slope
+# A GPU runs 65,536 elements in one launch's fixed time, so its slope is measured far above that
+# (4 MiB and 64 MiB of float32)
+CUDA_CALIBRATION_SIZES = (1 << 20, 1 << 24)
+
+
+def calibration_sizes(target: Any) -> tuple[int, int]:
+    """The two tensor sizes ``elementwise_ns`` measures each op at on ``target``."""
+    kind = target.kind.name if isinstance(target, tvm.target.Target) else tvm.target.Target(target).kind.name
+    return CUDA_CALIBRATION_SIZES if kind == "cuda" else CALIBRATION_SIZES
+
+
+def elementwise_workloads(
+    names: Sequence[str] | None = None, sizes: Sequence[int] = CALIBRATION_SIZES
+) -> list[tuple[str, int, Workload]]:
+    """``(op, elements, workload)`` for each attribute-free element-wise op (and ``Relu``, the
+    copy the others are measured against) at each size: a ``1 x n`` float32 tensor per input."""
+    names = list(names or [s.name for s in ops.BY_NAME.values() if s.kind == ops.ELEMWISE and not s.attrs])
+    out = []
+    for name in dict.fromkeys(["Relu", *names]):
+        spec = ops.BY_NAME[name]
+        for n in sizes:
+            out.append((name, n, Workload(name, (), (TensorTy((1, n), "float32"),) * spec.n_inputs)))
+    return out
+
+
+def elementwise_slopes(times_us: dict[tuple[str, int], float], sizes: Sequence[int]) -> dict[str, float]:
+    """ns per element beyond a copy: each op's latency slope between the two sizes (the fixed
+    cost of a call cancels) less ``Relu``'s (the memory traffic, which the roofline charges and
+    fusion mostly removes), never below zero.  An op timed at one size only is left out."""
+    small, large = sizes
+    slope = {
+        name: (times_us[(name, large)] - times_us[(name, small)]) * 1e3 / (large - small)
+        for name in dict.fromkeys(name for name, _ in times_us)
+        if (name, small) in times_us and (name, large) in times_us
+    }
+    if "Relu" not in slope:
+        raise ValueError("element-wise calibration needs Relu (the copy) timed at both sizes")
+    return {name: max(0.0, s - slope["Relu"]) for name, s in slope.items()}
 
 
 def elementwise_ns(
@@ -150,30 +188,22 @@ def elementwise_ns(
     flow: str = "tuned",
     trials: int = 8,
     work_dir: str | None = None,
-    sizes: Sequence[int] = CALIBRATION_SIZES,
+    sizes: Sequence[int] | None = None,
     names: Sequence[str] | None = None,
     repeat: int = 30,
     rpc: RPCDevice | None = None,
 ) -> dict[str, float]:
     """Compute cost (ns per output element) of each attribute-free element-wise op
-    beyond moving its data: the slope of its latency between two sizes of a ``1 x n``
-    float32 tensor (binary ops get two), so the fixed cost of a call cancels, less the
-    slope of ``Relu`` (a copy: the memory traffic, which the roofline charges and
-    fusion mostly removes).  Fused into a kernel, a tanh still pays its compute per
-    element; the learned cost model charges it (``xgb_model.epilogue_us``)."""
-    names = list(names or [s.name for s in ops.BY_NAME.values() if s.kind == ops.ELEMWISE and not s.attrs])
-    small, large = sizes
-    slope = {}
-    for name in dict.fromkeys(["Relu", *names]):
-        spec = ops.BY_NAME[name]
-        times = []
-        for n in (small, large):
-            w = Workload(name, (), (TensorTy((1, n), "float32"),) * spec.n_inputs)
-            times.append(
-                measure(w, target, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc, repeat=repeat).median_us
-            )
-        slope[name] = (times[1] - times[0]) * 1e3 / (large - small)
-    return {name: max(0.0, slope[name] - slope["Relu"]) for name in names}
+    beyond moving its data (``elementwise_slopes``), timed here or behind ``rpc``.
+    Fused into a kernel, a tanh still pays its compute per element; the learned cost
+    model charges it (``xgb_model.epilogue_us``).  A machine without TVM times the same
+    workloads in a bundle (``collect_kernels.py --elementwise --bundle``)."""
+    sizes = tuple(sizes or calibration_sizes(target))
+    times = {
+        (name, n): measure(w, target, flow=flow, trials=trials, work_dir=work_dir, rpc=rpc, repeat=repeat).median_us
+        for name, n, w in elementwise_workloads(names, sizes)
+    }
+    return elementwise_slopes(times, sizes)
 
 
 def nvcc_compile(ex, target: Any) -> int:

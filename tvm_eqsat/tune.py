@@ -180,9 +180,16 @@ class ForkedBuilder(PyBuilder):
         return results
 
 
-def default_builder(timeout_s: float = 30.0) -> PyBuilder:
-    """The forked builder where the platform forks safely (Linux), else the in-process one."""
-    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+def default_builder(timeout_s: float = 30.0, target: Any = None) -> PyBuilder:
+    """The forked builder where the platform forks safely (Linux), else the in-process one.
+
+    CUDA candidates are built in-process: on a machine with a GPU, TVM's build of a CUDA
+    kernel calls into CUDA (the compile callback asks the device for its architecture), and
+    a child forked from a process that has used CUDA cannot (on the lent H100 every forked
+    build failed with ``cudaErrorInitializationError``; built in-process, all 16 candidates
+    of a conv ran, ``benchmarks/results/cuda-ms-probe.json``)."""
+    kind = None if target is None else tuning_target(target).kind.name
+    if kind != "cuda" and sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
         return ForkedBuilder(timeout_s)
     return InProcessBuilder()
 
@@ -539,7 +546,7 @@ def tune(
             max_trials_global=trials * len(todo),
             max_trials_per_task=trials,
             num_trials_per_iter=min(trials_per_iter, trials),
-            builder=default_builder(build_timeout_s),
+            builder=default_builder(build_timeout_s, target),
             runner=InProcessRunner(evaluator, rpc),
             database=database,
             measure_callbacks=callbacks,

@@ -94,6 +94,7 @@ def dataset_row(
 
 
 MEASURED = "measured.json"
+GRID_MODEL = "grid"  # the model column of rows that belong to no benchmark model (collect_kernels.py --sources grid)
 ELEMENTWISE = "elementwise.json"  # per-element compute costs of element-wise ops (``measure.elementwise_ns``)
 KERNEL_FLOOR = 0.25  # a kernel keeps at least this share of its measured time when its epilogue is taken off
 
