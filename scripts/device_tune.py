@@ -141,7 +141,8 @@ def run(args) -> None:
         print(json.dumps({k: v for k, v in row.items() if k != "key"}), flush=True)
         result["seconds"] = round(time.monotonic() - start, 1)
         (out / "tuned.json").write_text(json.dumps(result, indent=1))
-        shutil.make_archive(str(out / "msdb"), "gztar", work)
+        if work.exists():  # not where the first kernel failed before tuning
+            shutil.make_archive(str(out / "msdb"), "gztar", work)
 
 
 def report(args) -> None:
