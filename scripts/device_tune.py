@@ -81,7 +81,7 @@ def pack(args) -> None:
         packed = lzma.compress(lib.read_bytes(), preset=6)
         (a / "compiler.xz.part").write_bytes(packed[:CHUNK])
         (b / "compiler.xz.part").write_bytes(packed[CHUNK:])
-    bundle._pack_runtime_package(b / "runtime.tar.gz")
+    bundle.pack_runtime_package(b / "runtime.tar.gz")
     bundle.ffi_wheel(bundle.DEVICE_PYTHON, b)
     for wheel in args.wheel or []:
         shutil.copy(wheel, b)

@@ -81,7 +81,7 @@ def var_specs(variables) -> list[tuple[list[int], str]]:
     return [([int(d) for d in v.ty.shape.values], str(v.ty.dtype)) for v in variables]
 
 
-def _pack_runtime_package(dest: Path) -> None:
+def pack_runtime_package(dest: Path) -> None:
     """The installed tvm package, minus what only the compiler needs, as ``dest``
     (a .tar.gz that the runner unpacks)."""
     src = Path(tvm.__file__).resolve().parent
@@ -308,7 +308,7 @@ def finish_bundle(out: Path, manifest: dict, python_version: str, solid: bool = 
     ``solid``: the libraries and fatbins go into one xz archive (``solidify``)."""
     if solid:
         solidify(out, manifest)
-    _pack_runtime_package(out / "runtime.tar.gz")
+    pack_runtime_package(out / "runtime.tar.gz")
     if python_version == f"{sys.version_info.major}.{sys.version_info.minor}":
         _installed_ffi(out / "python")
     else:
