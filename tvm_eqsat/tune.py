@@ -250,25 +250,17 @@ class InProcessRunner(PyRunner):
 
 
 def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """The fused TIR that the tuned build will schedule (same passes as ``compile_relax``)."""
-    from tvm.relax import pipeline as relax_pipeline
-
+    """The fused TIR that the tuned build will schedule: the build's own library dispatch and
+    legalization phase (``legalize_passes``) without the default schedules (dlight on CUDA),
+    so that every kernel tuned is one the build looks up."""
+    phases = pipeline_phases(target)
     try:
-        dispatch = relax_pipeline.library_dispatch_passes(target)
+        dispatch = list(phases.library_dispatch_passes(target))
     except (ValueError, AttributeError):
         dispatch = []
-    seq = tvm.transform.Sequential(
-        [
-            *dispatch,
-            relax.transform.LegalizeOps(),
-            relax.transform.AnnotateTIROpPattern(),
-            relax.transform.FoldConstant(),
-            relax.transform.FuseOps(),
-            relax.transform.FuseTIR(),
-        ]
-    )
+    passes = [p for p in legalize_passes(target) if p.info.name != "ApplyDefaultSchedule"]
     with target, tvm.transform.PassContext(opt_level=3):
-        return seq(mod)
+        return tvm.transform.Sequential(dispatch + passes)(mod)
 
 
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
