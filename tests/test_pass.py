@@ -293,20 +293,23 @@ def test_opt_in_families_run_only_when_named():
     assert "nhwc" not in default_families("llvm", "default", prices_layouts=False)
 
 
-def test_winograd_runs_by_default_in_the_default_flow_only():
-    """FLOW_ONLY: winograd and winograd_f4 are on in the llvm default flow (where their
-    choices were timed end to end), off in the tuned flow and on CUDA unless named."""
+def test_winograd_families_run_by_default_where_they_were_timed():
+    """FLOW_ONLY: winograd and winograd_f4 are on in the llvm default flow, and winograd_f4
+    also in the llvm tuned flow (where their choices were timed end to end); winograd is off
+    in the tuned flow, and both are off on CUDA, unless named."""
     x = tensor("x", (1, 128, 14, 14))
     mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((128, 128, 3, 3)), padding=1))))
     _, report = optimize(mod, "llvm", flow="default")
     applied = report.functions["main"].rules_applied
     assert applied.get("conv2d-winograd-f2", 0) >= 1 and applied.get("conv2d-winograd-f4-pad", 0) == 1, applied
     _, report = optimize(mod, "llvm", flow="tuned")
-    assert not {"conv2d-winograd-f2", "conv2d-winograd-f4-pad"} & set(report.functions["main"].rules_applied)
+    applied = report.functions["main"].rules_applied
+    assert "conv2d-winograd-f2" not in applied and applied.get("conv2d-winograd-f4-pad", 0) == 1, applied
     _, report = optimize(mod, "llvm", flow="tuned", rules=["winograd"])
     assert report.functions["main"].rules_applied.get("conv2d-winograd-f2", 0) == 1
-    _, report = optimize(mod, {"kind": "cuda", "arch": "sm_80"}, flow="default")
-    assert "conv2d-winograd-f2" not in report.functions["main"].rules_applied
+    for flow in ("default", "tuned"):
+        _, report = optimize(mod, {"kind": "cuda", "arch": "sm_80"}, flow=flow)
+        assert not {"conv2d-winograd-f2", "conv2d-winograd-f4-pad"} & set(report.functions["main"].rules_applied)
 
 
 def test_grouped_batch_norm_folding_is_off_for_cuda_default_flow_only():

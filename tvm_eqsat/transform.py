@@ -139,19 +139,21 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
 # the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
 OPT_IN = ("conv_matmul", "winograd_cl", "scale")
-# families on by default for one (target kind, build flow) only, where their choices were
-# checked end to end; elsewhere they run only when named.  winograd, llvm default flow: 1.26x
-# on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/results/
-# family-winograd-llvm-default.json); llvm tuned flow: the roofline also takes it on a
+# families on by default only for some (target kind, build flow) pairs, where their choices
+# were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
+# 1.26x on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/
+# results/family-winograd-llvm-default.json); llvm tuned flow: the roofline also takes it on a
 # 64-channel layer that loses (0.75x, layers-winograd-llvm-tuned-t32.md); CUDA: not measured.
 # winograd_f4 (F(4x4, 3x3), channels-last tiles), llvm default flow: beside winograd, the
 # default-flow model picked the fastest of direct, F(2x2) and F(4x4) on all nine 3x3 layers of
 # ResNet-50 and VGG-19 (layers-winograd-llvm-default-f4-choice.md), full ResNet-50 1.328x ->
-# 1.363x over stock, the small models unchanged (family-winograd_f4-llvm-default.json).  Tuned:
-# faster than winograd_cl on ResNet-50's layers, full ResNet-50 1.213x and VGG-19 2.020x over
-# their best stock variants (llvm-tuned-wino-f4-t32.md), but the roofline makes the per-layer
-# choice there and no small model has been timed tuned with it: named only
-FLOW_ONLY = {"winograd": ("llvm", "default"), "winograd_f4": ("llvm", "default")}
+# 1.363x over stock, the small models unchanged (family-winograd_f4-llvm-default.json).  llvm
+# tuned flow: 1.36-2.89x over the direct conv on ResNet-50's four 3x3 layers, each taken by the
+# roofline (layers-winograd-llvm-tuned-t32-f4.md); end to end at 32 trials over the best stock
+# variant, full ResNet-50 1.213x, VGG-19 2.020x, SqueezeNet 1.245x (llvm-tuned-wino-f4-t32.md);
+# on the small models the roofline takes it for one conv of ResNet-50 only, which ran as fast as
+# stock+tvm's (0.992x at 64 trials, llvm-tuned-small-t64.md).  CUDA: not measured.
+FLOW_ONLY = {"winograd": (("llvm", "default"),), "winograd_f4": (("llvm", "default"), ("llvm", "tuned"))}
 # families off for some (target kind, build flow), where they were measured to lose and no
 # cost model can see why (see each family's file)
 NOT_FOR = {"bn_fold_grouped": (("cuda", "default"),)}
@@ -170,7 +172,7 @@ def _library(opts: Options, cost=None, target_kind: str = "llvm") -> RuleLibrary
 
 def _off_by_default(target_kind: str, flow: str, prices_layouts: bool) -> set[str]:
     """The families the policy tables above keep out of the default rule set here."""
-    skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if where != (target_kind, flow)}
+    skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if (target_kind, flow) not in where}
     skip |= {f for f, where in NOT_FOR.items() if (target_kind, flow) in where}
     if not prices_layouts:
         skip |= set(NEEDS_LAYOUT_COSTS)
