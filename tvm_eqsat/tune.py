@@ -253,11 +253,7 @@ def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModul
     """The fused TIR that the tuned build will schedule: the build's own library dispatch and
     legalization phase (``legalize_passes``) without the default schedules (dlight on CUDA),
     so that every kernel tuned is one the build looks up."""
-    phases = pipeline_phases(target)
-    try:
-        dispatch = list(phases.library_dispatch_passes(target))
-    except (ValueError, AttributeError):
-        dispatch = []
+    dispatch = list(pipeline_phases(target).library_dispatch_passes(target))
     passes = [p for p in legalize_passes(target) if p.info.name != "ApplyDefaultSchedule"]
     with target, tvm.transform.PassContext(opt_level=3):
         return tvm.transform.Sequential(dispatch + passes)(mod)
