@@ -199,7 +199,8 @@ def test_report_summary_lists_functions():
 
 
 def _parallel_matmuls_module():
-    """Four matmuls of one input by constant weights: the merge rules make one matmul and a split."""
+    """Four matmuls of one input by constant weights: the merge rules make one matmul and a
+    split, whose parts are read by element-wise ops only (the pass emits them as slices)."""
     x = tensor("x", (1, 64))
 
     def body(bb, x):
@@ -209,11 +210,25 @@ def _parallel_matmuls_module():
     return module([x], body)
 
 
-@pytest.mark.parametrize("make", [_redundant_module, _parallel_matmuls_module])
+def _parallel_matmuls_read_by_matmul_module():
+    """Three matmuls of one input, one of them read by a matmul, which no slice fuses into
+    (attention's scores): the merged matmul's split stays."""
+    x = tensor("x", (4, 64))
+
+    def body(bb, x):
+        q, k, v = (bb.emit(R.matmul(x, const((64, 64), seed=s))) for s in range(3))
+        scores = bb.emit(R.matmul(q, R.permute_dims(k)))
+        return R.matmul(scores, R.nn.relu(v))
+
+    return module([x], body)
+
+
+@pytest.mark.parametrize("make", [_redundant_module, _parallel_matmuls_module, _parallel_matmuls_read_by_matmul_module])
 def test_predicted_cost_is_what_the_report_counts(make):
-    """The cost the pass reports for its result is the cost of the module it returns,
-    a split made by a rule included (its parts' traffic counts, as for a split read
-    from Relax)."""
+    """The cost the pass reports for its result is the cost of the module it returns, a
+    split made by a rule included (its parts' traffic counts, as for a split read from
+    Relax), and so are the slices it emits for a split whose parts fuse into their readers
+    (free: ``fusion``)."""
     from tvm_eqsat.transform import predicted_cost
 
     mod = make()
@@ -221,7 +236,16 @@ def test_predicted_cost_is_what_the_report_counts(make):
     f = report.functions["main"]
     assert f.changed and f.cost_after < f.cost_before
     if make is _parallel_matmuls_module:
-        assert relax_ops(new)["relax.split"] == 1 and relax_ops(new)["relax.matmul"] == 1
+        ops = relax_ops(new)
+        assert "relax.split" not in ops and ops["relax.strided_slice"] == 4 and ops["relax.matmul"] == 1, ops
+        assert_close(mod, new)
+        assert report.to_dict()["functions"]["main"]["changes"] == [
+            "4 matmuls merged into 1",
+            "4 parts read in place as fused slices",
+        ]
+    if make is _parallel_matmuls_read_by_matmul_module:
+        ops = relax_ops(new)
+        assert ops["relax.split"] == 1 and "relax.strided_slice" not in ops and ops["relax.matmul"] == 3, ops
         assert_close(mod, new)
     assert predicted_cost(mod, "llvm") == pytest.approx(f.cost_before, rel=1e-6)
     assert predicted_cost(new, "llvm") == pytest.approx(f.cost_after, rel=1e-3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .fusion import fused_slices
 from .graph import TensorGraph
 
 # census key -> (singular, plural) for the sentence
@@ -21,6 +22,7 @@ NAMES = {
     "winograd f4": ("conv as Winograd F(4x4, 3x3)", "convs as Winograd F(4x4, 3x3)"),
     "concat": ("concat", "concats"),
     "split": ("split", "splits"),
+    "fused slice": ("part read in place as a fused slice", "parts read in place as fused slices"),
     "pool NHWC": ("NHWC pool", "NHWC pools"),
     "pool NCHW": ("NCHW pool", "NCHW pools"),
 }
@@ -28,9 +30,13 @@ NAMES = {
 
 def census(graph: TensorGraph) -> Counter:
     """How many of each kind of node worth naming the graph holds (constant ones fold away
-    at compile time and are not counted)."""
+    at compile time and are not counted; nor are nodes no output reads)."""
     counts: Counter = Counter()
-    for node in graph.nodes:
+    slices = len(fused_slices(graph))
+    if slices:
+        counts["fused slice"] = slices
+    for nid in graph.reachable():
+        node = graph.nodes[nid]
         if node.is_const:
             continue
         if any(_from_table(graph, i) for i in node.inputs):
@@ -121,4 +127,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
             out.append(f"{_n(d, key)} added" + (" at layout boundaries" if key == "permute_dims" and regions else ""))
         elif d < 0:
             out.append(f"{_n(-d, key)} removed")
+    d = after["fused slice"] - before["fused slice"]
+    if d > 0:
+        out.append(_n(d, "fused slice"))
     return out

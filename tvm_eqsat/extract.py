@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import fusion
 from .cost import EPSILON_US
 from .egraph import ENode, Snapshot
 from .graph import Node, TensorGraph, Unsupported, topological_order
@@ -581,9 +582,14 @@ def choice_to_graph(snap: Snapshot, choice: dict[int, ENode], original: TensorGr
 
 
 def dag_cost(graph: TensorGraph, cost_model) -> float:
-    """Total cost of a graph counting each reachable node once."""
+    """Total cost of a graph counting each reachable node once; a strided slice that
+    FuseOps fuses into its readers costs nothing of its own (``fusion``)."""
     total = 0.0
+    free = fusion.fused_slices(graph)
     for nid in graph.reachable():
+        if nid in free:
+            total += EPSILON_US
+            continue
         n = graph.nodes[nid]
         in_tys = [graph.nodes[i].ty for i in n.inputs]
         total += cost_model.node_cost(n.op, n.attrs, in_tys, n.ty, n.is_const)

@@ -23,6 +23,7 @@ from .alarms import diagnose
 from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
+from .fusion import splits_to_slices
 from .graph import (
     TensorGraph,
     Unsupported,
@@ -267,6 +268,8 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
     choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
+    if not force:  # (force: the roundtrip, a check of the conversions alone)
+        new_graph = splits_to_slices(new_graph)  # the form TVM fuses better, where it is
     before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
     report.add_seconds("extract", time.perf_counter() - t)
 
