@@ -9,6 +9,7 @@ from tvm.relax import op as R
 from tvm_eqsat import cost, graph, tune
 from tvm_eqsat.extract import dag_cost
 from tvm_eqsat.fusion import fused_slices, splits_to_slices
+from tvm_eqsat.transform import _with_blocks
 
 
 def _split_module(part_reader):
@@ -31,11 +32,8 @@ def _graph(mod):
 
 
 def _rebuilt(mod, g):
-    func = mod["main"]
     new = mod.clone()
-    new["main"] = relax.Function(
-        func.params, relax.SeqExpr([graph.block_from_graph(g)], func.body.body), func.ret_ty, func.is_pure, func.attrs
-    )
+    new["main"] = _with_blocks(mod["main"], [graph.block_from_graph(g)])
     return new
 
 
