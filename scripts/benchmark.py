@@ -41,6 +41,13 @@ machine drift hits all of them alike; each sample repeats the model until it las
 rewrite is kept only if its build times faster than the original's on this machine; the
 check's building, tuning and timing count in the pass time).
 
+On llvm, code is generated for this machine's CPU (``--mcpu``, default: the CPU as LLVM names
+it, e.g. ``emeraldrapids``; its vector units, AVX-512 there): TVM's plain ``llvm`` target
+compiles for generic x86-64 (SSE2), which is what ``--mcpu generic`` and every llvm result
+before 2026-11-27 measured.  ``<target>`` below is then ``llvm-<cpu>`` (``llvm`` for generic
+code), in the names of the results files and of the tuning databases: a kernel tuned for one
+instruction set is not the other's.  Rows are never added to a results file timed on another CPU.
+
 Results go to ``benchmarks/results/<target>-<flow>[-small][-checked][-<tag>].{csv,json,md,png}`` (or
 ``--out-dir``): one CSV row per model and variant, appended as each model finishes; models
 whose rows are all there are skipped unless ``--force`` (which replaces a model's rows once
@@ -54,7 +61,7 @@ measured, pruned to the best record each: ``scripts/export_tuning.py``), so thei
 not tuned again at their budget (``--no-seed`` to tune everything here).  ``--tune-only``
 tunes every variant's kernels and stops (the long part, for a background job).
 
-    python scripts/benchmark.py --quick                                  # small SqueezeNet, tuned (committed kernels)
+    python scripts/benchmark.py --quick                                  # small SqueezeNet, tuned (committed kernels, generic x86-64)
     python scripts/benchmark.py --small --flow default                   # ten small models, llvm
     python scripts/benchmark.py --small --flow tuned --trials 8 --models nasrnn bert-base
     python scripts/benchmark.py --small --flow tuned --trials 64 --tune-only --variants stock stock+tvm stock+nhwc stock-aa
@@ -306,11 +313,16 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
 # ---------------------------------------------------------------- building
 
 
-def make_target(kind: str, arch: str) -> tvm.target.Target:
-    """llvm with ``num-cores`` (MetaSchedule needs it; the default flow ignores it), or CUDA."""
+def make_target(kind: str, arch: str, mcpu: str = "generic") -> tvm.target.Target:
+    """llvm with ``num-cores`` (MetaSchedule needs it; the default flow ignores it) and
+    ``mcpu`` unless 'generic' (then the target string of the committed databases), or CUDA."""
     if kind == "llvm":
-        return tune.tuning_target({"kind": "llvm"})
+        return tune.tuning_target({"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})})
     return tvm.target.Target({"kind": "cuda", "arch": arch})
+
+
+def target_name(args) -> str:
+    return tune.target_name(args.target, args.mcpu)
 
 
 def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: str, dry_run: bool = False):
@@ -722,7 +734,8 @@ def best_stock_table(data: dict[str, dict[str, dict]]) -> list[str]:
 def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     """The results table (one row per model) and the geometric-mean speedups over stock."""
     flow, m = sidecar["flow"], sidecar["machine"]
-    title = f"# {sidecar['target']['kind']}, {flow} flow"
+    mcpu = sidecar["target"].get("mcpu")
+    title = f"# {sidecar['target']['kind']}{f' -mcpu={mcpu}' if mcpu else ' (generic x86-64 code, no -mcpu)' if sidecar['target']['kind'] == 'llvm' else ''}, {flow} flow"
     title += f", {sidecar['trials']} trials per kernel" if flow == "tuned" else ""
     title += " (small models)" if sidecar["small"] else ""
     data = _by_model(rows)
@@ -858,9 +871,9 @@ def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
 
 
 QUICK = ["--models", "squeezenet", "--small", "--flow", "tuned", "--trials", "64", "--repeat", "30",
-         "--min-ms", "10", "--force", "--variants", "stock", "stock+tvm", "stock+nhwc", "stock-aa", "eqsat"]  # fmt: skip
+         "--min-ms", "10", "--force", "--mcpu", "generic", "--variants", "stock", "stock+tvm", "stock+nhwc", "stock-aa", "eqsat"]  # fmt: skip
 """``--quick``: one small conv model against TVM's strongest stock variants, at the budget of the
-committed databases, so a first run tunes nothing (tests/test_benchmark.py checks that they hold
+committed databases and for their generic x86-64 target (so they apply on any x86 CPU), so a first run tunes nothing (tests/test_benchmark.py checks that they hold
 every kernel it builds); a few minutes on 2 cores."""
 QUICK_DIR = Path(os.path.expanduser("~/.cache/tvm_eqsat/quick"))
 TUNING_DIR = ROOT / "benchmarks" / "tuning"  # committed pruned databases (scripts/export_tuning.py)
@@ -871,7 +884,7 @@ def seed_databases(args) -> None:
     kernels are not tuned again at their budget.  Says where they were tuned.  Only the
     kernels tuned with this run's budget: seeded stock kernels tuned longer than the kernels
     only eqsat has would bias the comparison (a run at 4 trials against the committed 64)."""
-    for work, name in ((args.work_dir, args.target), (f"{args.work_dir}-aa", f"{args.target}-aa")):
+    for work, name in ((args.work_dir, target_name(args)), (f"{args.work_dir}-aa", f"{target_name(args)}-aa")):
         seed = TUNING_DIR / name
         source = json.loads((seed / "SOURCE.json").read_text()) if (seed / "SOURCE.json").is_file() else {}
         budgets = set(source.get("trial_budgets", ()))
@@ -897,6 +910,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--small", action="store_true", help="the reduced models (results in <target>-<flow>-small.*)")
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
     p.add_argument("--arch", default="sm_90", help="CUDA architecture")
+    p.add_argument(
+        "--mcpu",
+        default="host",
+        help="llvm: the CPU to generate code for (default: this machine's, as LLVM names it); 'generic' "
+        "compiles for plain x86-64 (SSE2, no AVX), as every llvm result before 2026-11-27 did",
+    )
     p.add_argument("--flow", default="default", choices=["default", "tuned"])
     p.add_argument("--trials", type=int, default=64, help="MetaSchedule trials per kernel (tuned flow)")
     p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
@@ -953,19 +972,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.quick:
         given = {a.split("=")[0] for a in argv if a.startswith("--")}
         defaults = p.parse_args(QUICK)
-        for key in ("models", "small", "flow", "trials", "repeat", "min_ms", "force", "variants"):
+        for key in ("models", "small", "flow", "trials", "repeat", "min_ms", "force", "mcpu", "variants"):
             if f"--{key.replace('_', '-')}" not in given:
                 setattr(args, key, getattr(defaults, key))
         if "--out-dir" not in given:
             args.out_dir = str(QUICK_DIR)
     args.models = args.models or list(models.SUITE)
+    if args.mcpu == "host":
+        args.mcpu = tune.host_cpu() if args.target == "llvm" else "generic"
     unknown = [m for m in args.models if m not in models.MODELS]
     if unknown:
         p.error(f"unknown models {unknown}; choose from {sorted(models.MODELS)}")
     args.variants = ["stock", *(v for v in VARIANTS if v in args.variants and v != "stock")]
     if args.quick and args.work_dir is None:  # what it tunes (a kernel the committed databases lack) stays its own
-        args.work_dir = str(QUICK_DIR / f"ms-{args.target}")
-    args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
+        args.work_dir = str(QUICK_DIR / f"ms-{target_name(args)}")
+    args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target_name(args)}")
     if args.tune_only and args.flow != "tuned":
         p.error("--tune-only needs --flow tuned")
     return args
@@ -994,9 +1015,22 @@ def main(argv: list[str] | None = None) -> int:
 
 def _stem(args) -> str:
     return (
-        f"{args.target}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
+        f"{target_name(args)}-{args.flow}{'-small' if args.small else ''}{'-checked' if args.speed_check else ''}"
         f"{'-' + args.tag if args.tag else ''}"
     )
+
+
+def check_same_machine(csv_path: Path) -> None:
+    """Refuse to add rows to a results file timed on another CPU: its geometric means and
+    its noise floors would mix machines."""
+    sidecar = csv_path.with_suffix(".json")
+    was = json.loads(sidecar.read_text()).get("machine", {}).get("machine") if sidecar.is_file() else None
+    here = provenance.cpu_name()
+    if was and was != here:
+        raise SystemExit(
+            f"{csv_path} was timed on {was}; this machine is {here}. Write another file (--tag or "
+            "--out-dir), or re-run all of its models here with --force."
+        )
 
 
 def run(args, argv: list[str]) -> int:
@@ -1008,7 +1042,7 @@ def run(args, argv: list[str]) -> int:
     logging.getLogger("tvm_eqsat").setLevel(MS_LOG_LEVEL)
     tune.use_all_cores()
     start, source = time.perf_counter(), provenance.source_state()
-    target = make_target(args.target, args.arch)
+    target = make_target(args.target, args.arch, args.mcpu)
     builders = models.SMALL if args.small else models.MODELS
     out_dir = Path(args.out_dir)
     stem = _stem(args)
@@ -1020,6 +1054,8 @@ def run(args, argv: list[str]) -> int:
     # interrupted or failing re-run keeps the results it did not replace
     stale = set(args.models) if args.force else set()
     done = {(r["model"], r["variant"]) for r in rows if r["model"] not in stale}
+    if done:
+        check_same_machine(csv_path)
     todo = [m for m in args.models if not all((m, v) in done for v in args.variants)]
     if len(todo) < len(args.models):
         print(f"{len(args.models) - len(todo)} models already in {csv_path} (use --force to re-run them)")

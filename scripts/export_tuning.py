@@ -1,11 +1,13 @@
 """Commit the tuning: the best record of every kernel the benchmark tuned (its own
 database and the A/A control's), with their budgets and where they were tuned, as
-``benchmarks/tuning/<target>[-aa]/`` (the database gzipped: it travels with every device
+``benchmarks/tuning/<target>[-aa]/`` (``<target>``: ``llvm-<cpu>``, or ``llvm`` for generic
+x86-64 code, as in ``scripts/benchmark.py --mcpu``; the database gzipped: it travels with every device
 run, where room is short).  ``scripts/benchmark.py`` starts the tuned flow
 from them, so anyone rebuilds the kernels we measured without tuning, and the cost
 model can learn from them (``train_cost_model.py --from-database``).
 
-    python scripts/export_tuning.py                      # ~/.cache/tvm_eqsat/ms-llvm[-aa]
+    python scripts/export_tuning.py                      # ~/.cache/tvm_eqsat/ms-llvm-<this cpu>[-aa]
+    python scripts/export_tuning.py --mcpu generic       # ~/.cache/tvm_eqsat/ms-llvm[-aa]
     python scripts/export_tuning.py --work-dir DIR --target llvm
 """
 
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+    p.add_argument("--mcpu", default="host", help="llvm: the CPU the kernels were tuned for (default: this one's)")
     p.add_argument("--work-dir", default=None, help="default ~/.cache/tvm_eqsat/ms-<target>")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "tuning"))
     p.add_argument(
@@ -36,8 +39,10 @@ def main() -> None:
         "be retuned anyway)",
     )
     args = p.parse_args()
-    work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{args.target}")
-    for src, name in ((work, args.target), (f"{work}-aa", f"{args.target}-aa")):
+    mcpu = (tune.host_cpu() if args.mcpu == "host" else args.mcpu) if args.target == "llvm" else "generic"
+    target = tune.target_name(args.target, mcpu)
+    work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target}")
+    for src, name in ((work, target), (f"{work}-aa", f"{target}-aa")):
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
@@ -47,6 +52,7 @@ def main() -> None:
             json.dumps(
                 {
                     "cpu": provenance.cpu_name(),
+                    "mcpu": mcpu if args.target == "llvm" else None,
                     "cores": tune.available_cores(),
                     "date": datetime.date.today().isoformat(),
                     "kernels": n,

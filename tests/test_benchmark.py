@@ -34,6 +34,8 @@ def run(tmp_path_factory):
         "3",
         "--min-ms",
         "2",
+        "--mcpu",  # TVM's plain llvm target: the results files are llvm-*
+        "generic",
         "--out-dir",
         str(out),
     ]
@@ -107,6 +109,7 @@ def test_sidecar_markdown_and_chart(run):
     assert sidecar["target"]["kind"] == "llvm" and sidecar["flow"] == "default" and sidecar["small"] is True
     assert sidecar["command"].endswith(" ".join(argv[-2:]))
     md = (out / "llvm-default-small.md").read_text()
+    assert md.startswith("# llvm (generic x86-64 code, no -mcpu), default flow (small models)")
     assert "| nasrnn" in md and "Geometric-mean speedup over stock" in md
     assert "## Against the best stock variant" in md and "over the best stock variant" in md
     assert (out / "llvm-default-small.png").read_bytes()[:4] == b"\x89PNG"
@@ -188,7 +191,7 @@ def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, c
     (tmp_path / "tuning" / "llvm").mkdir(parents=True)
     (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps({"cpu": "Some CPU"}))
     monkeypatch.setattr(bench, "ROOT", tmp_path)
-    args = bench.parse_args(["--flow", "tuned", "--work-dir", str(tmp_path / "ms")])
+    args = bench.parse_args(["--flow", "tuned", "--mcpu", "generic", "--work-dir", str(tmp_path / "ms")])
     bench.seed_databases(args)
     assert seeded == [
         (str(tmp_path / "ms"), tmp_path / "tuning" / "llvm"),
@@ -209,11 +212,12 @@ def test_committed_databases_seed_only_a_run_at_their_budget(tmp_path, monkeypat
     (tmp_path / "tuning" / "llvm").mkdir(parents=True)
     source = {"cpu": "Some CPU", "trial_budgets": [32, 64]}
     (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps(source))
-    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "4", "--work-dir", str(tmp_path / "ms")]))
+    generic = ["--mcpu", "generic", "--work-dir", str(tmp_path / "ms")]
+    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "4", *generic]))
     assert not [seed for seed, _ in seeded if seed == tmp_path / "tuning" / "llvm"]
     assert "not starting from tuning/llvm: tuned with [32, 64] trials per kernel, this run 4" in capsys.readouterr().out
     # a database with kernels at several budgets seeds a run with the kernels at its budget only
-    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "64", "--work-dir", str(tmp_path / "ms")]))
+    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "64", *generic]))
     assert (tmp_path / "tuning" / "llvm", 64) in seeded
 
 
@@ -221,7 +225,39 @@ def test_the_quick_job_tunes_into_its_own_database():
     bench = load_script("benchmark")
     assert bench.parse_args(["--quick"]).work_dir == str(bench.QUICK_DIR / "ms-llvm")
     assert bench.parse_args(["--quick", "--work-dir", "/x"]).work_dir == "/x"
-    assert bench.parse_args([]).work_dir.endswith("tvm_eqsat/ms-llvm")
+    assert bench.parse_args(["--mcpu", "generic"]).work_dir.endswith("tvm_eqsat/ms-llvm")
+    host = bench.tune.host_cpu()  # by default, kernels for this CPU: a database of their own
+    assert bench.parse_args([]).work_dir.endswith("tvm_eqsat/ms-llvm" + ("" if host == "generic" else f"-{host}"))
+
+
+def test_llvm_code_is_for_this_cpu_unless_generic():
+    """TVM's plain llvm target compiles for generic x86-64 (SSE2): the benchmark names the
+    CPU, and says which code it timed in the files' names and the Markdown's title."""
+    bench = load_script("benchmark")
+    host = bench.tune.host_cpu()
+    generic = bench.make_target("llvm", "sm_90", "generic")
+    features = bench.tvm.target.codegen.llvm_get_cpu_features
+    gained = features(bench.make_target("llvm", "", host)) - features(generic)
+    assert host == "generic" or any(f.startswith(("avx", "sve", "neon")) for f in gained)  # vector units
+    assert "mcpu" not in generic.export() and generic.kind.name == "llvm"  # the committed databases' target
+    assert bench.make_target("llvm", "sm_90", "skylake-avx512").attrs["mcpu"] == "skylake-avx512"
+    args = bench.parse_args(["--mcpu", "skylake-avx512", "--flow", "tuned", "--small", "--tag", "t"])
+    assert bench._stem(args) == "llvm-skylake-avx512-tuned-small-t"
+    assert bench._stem(bench.parse_args(["--mcpu", "generic"])) == "llvm-default"
+    assert bench.parse_args(["--quick"]).mcpu == "generic"  # the committed kernels' target
+    assert bench._stem(bench.parse_args(["--target", "cuda"])) == "cuda-default"
+
+
+def test_rows_are_not_added_to_a_file_timed_on_another_cpu(run):
+    bench, out, argv = run
+    sidecar = json.loads((out / "llvm-default-small.json").read_text())
+    bench.check_same_machine(out / "llvm-default-small.csv")  # this machine's: fine
+    sidecar["machine"]["machine"] = "Another CPU"
+    (out / "llvm-default-small.json").write_text(json.dumps(sidecar))
+    with pytest.raises(SystemExit, match="timed on Another CPU"):
+        bench.main([*argv[:2], "squeezenet", *argv[3:]])
+    sidecar["machine"]["machine"] = bench.provenance.cpu_name()
+    (out / "llvm-default-small.json").write_text(json.dumps(sidecar))
 
 
 def test_the_quick_job_tunes_nothing_with_the_committed_databases(tmp_path):

@@ -402,6 +402,29 @@ def test_tuned_roofline_tiers_match_the_committed_bandwidth_measurements():
     assert machine.us_per_byte(machine.cache_bytes) < machine.us_per_byte(machine.cache_bytes + 1)
 
 
+def test_tuned_roofline_peak_follows_the_targets_vector_width():
+    """Code for an AVX-512 CPU computes faster than generic x86-64 code and moves bytes no
+    faster: a compute-bound matmul gets cheaper, a memory-bound one does not, and the scale
+    stays within the committed measurement's range (benchmarks/results/peak-llvm.json)."""
+    import json
+    from pathlib import Path
+
+    import tvm
+
+    assert cost.vector_bits(tvm.target.Target("llvm")) == 128  # TVM's plain llvm: generic x86-64
+    assert cost.vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"})) == 512
+    assert cost.vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": "haswell"})) == 256
+    assert cost.vector_bits(tvm.target.Target("cuda")) == 128
+    generic, wide = cost.RooflineCostModel("llvm", "tuned"), cost.RooflineCostModel("llvm", "tuned", 512)
+    square, gemv = _matmul(512, 512, 512), _matmul(1, 4096, 4096)
+    assert wide.node_cost(*square, False) < generic.node_cost(*square, False) / 2
+    assert wide.node_cost(*gemv, False) == pytest.approx(generic.node_cost(*gemv, False))
+    assert cost.RooflineCostModel("llvm", "default", 512).machine == cost.MACHINES[("llvm", "default")]  # not measured
+    measured = json.loads((Path(__file__).resolve().parent.parent / "benchmarks/results/peak-llvm.json").read_text())
+    speedups = measured["speedup_over_generic"].values()
+    assert min(speedups) <= cost.SIMD_PEAK_SPEEDUP[512] <= max(speedups)
+
+
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):
     monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
     monkeypatch.setattr(cost, "_warned", set())

@@ -12,16 +12,21 @@ that FuseOps folds into their producer pay only a small epilogue share.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import ops
 from .features import KERNEL_OPS, featurize, flops, nbytes
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
+
+if TYPE_CHECKING:
+    import tvm
 from .paths import data_dir
 
 log = logging.getLogger("tvm_eqsat")
@@ -70,15 +75,40 @@ MACHINES = {  # (target kind, build flow) -> machine
 }
 
 
+# The llvm machines above were calibrated on TVM's plain llvm target, which compiles for
+# generic x86-64 (SSE2, 128-bit vectors).  With -mcpu naming the CPU, tuned compute-bound
+# kernels use its wider vectors: on a 2-core Xeon VM (emeraldrapids, AVX-512), tuned with 32
+# trials, a 512^3 matmul ran 5.9x faster than generic code and a ResNet 3x3 conv 2.0x
+# (benchmarks/results/peak-llvm.json, scripts/measure_peak.py; an earlier tuning of the
+# matmul gave 3.3x): their geometric mean, 3.4x, scales the peak.  Memory traffic costs the
+# same.  AVX2 is interpolated by register width (not measured).
+SIMD_PEAK_SPEEDUP = {128: 1.0, 256: 1.8, 512: 3.4}
+
+
+def vector_bits(target: tvm.target.Target | None) -> int:
+    """The widest vectors an llvm target's code may use on x86 (128 elsewhere): what its
+    tuned kernels' compute peak scales with."""
+    if target is None or target.kind.name != "llvm":
+        return 128
+    from tvm.target import codegen
+
+    features = codegen.llvm_get_cpu_features(target)
+    return 512 if "avx512f" in features else 256 if "avx2" in features else 128
+
+
 class RooflineCostModel:
-    """FLOPs/bytes against a machine's peaks, shaped by how TVM fuses and folds."""
+    """FLOPs/bytes against a machine's peaks, shaped by how TVM fuses and folds; in the tuned
+    flow, the compute peak of the target's vector width (``SIMD_PEAK_SPEEDUP``)."""
 
     name = "roofline"
 
-    def __init__(self, target_kind: str, flow: str = "tuned") -> None:
+    def __init__(self, target_kind: str, flow: str = "tuned", simd_bits: int = 128) -> None:
         if flow not in FLOWS:
             raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
         self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
+        if target_kind == "llvm" and flow == "tuned" and simd_bits in SIMD_PEAK_SPEEDUP:
+            scale = SIMD_PEAK_SPEEDUP[simd_bits]
+            self.machine = dataclasses.replace(self.machine, peak_gflops=self.machine.peak_gflops * scale)
 
     def node_cost(self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool) -> float:
         if is_const or op in (INPUT, CONST, TUPLE_NODE, TGET):
@@ -163,7 +193,7 @@ def shipped_model_dir(target_kind: str, flow: str = "tuned") -> Path | None:
     return directory if (directory / "model.json").is_file() else None
 
 
-def make_cost_model(spec: str, target_kind: str, flow: str = "tuned"):
+def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits: int = 128):
     """The cost model named by the pass option ``cost_model``: ``"roofline"``,
     ``"xgb"`` (the model shipped for the target and build ``flow``; the roofline if
     there is none, logged once), ``"auto"`` (the one that predicts that flow better:
@@ -171,7 +201,8 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned"):
     roofline; the roofline for the tuned flow, where the learned model ranks held-out
     kernels no better (Spearman 0.966 against 0.968) and is far from its targets, see
     ``cost_models/llvm/REPORT.md``), or a path to a directory holding model.json +
-    metadata.json."""
+    metadata.json.  ``simd_bits``: the target's vector width (``vector_bits``), which
+    scales the roofline's tuned compute peak."""
     from .xgb_model import KernelModel
 
     if flow not in FLOWS:
@@ -179,7 +210,7 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned"):
     if spec == "auto":
         spec = "xgb" if flow == "default" and shipped_model_dir(target_kind, flow) is not None else "roofline"
     if spec == "roofline":
-        return RooflineCostModel(target_kind, flow)
+        return RooflineCostModel(target_kind, flow, simd_bits)
     if spec == "xgb":
         directory = shipped_model_dir(target_kind, flow)
         if directory is None:

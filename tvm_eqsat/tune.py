@@ -61,6 +61,22 @@ def use_all_cores() -> int:
 CUDA_LIMITS = {"max_shared_memory_per_block": 49152, "registers_per_block": 65536}
 
 
+def host_cpu() -> str:
+    """LLVM's name for this machine's CPU, for ``-mcpu``: without it TVM's llvm target
+    compiles for generic x86-64 (SSE2 only, no AVX), which no user who wants speed ships.
+    'generic' where LLVM does not know the CPU."""
+    from tvm.target import codegen
+
+    cpu, triple = codegen.llvm_get_system_cpu(), codegen.llvm_get_system_triple()
+    return cpu if cpu and cpu != "generic" and codegen.llvm_is_valid_cpu(cpu, triple) else "generic"
+
+
+def target_name(kind: str, mcpu: str = "generic") -> str:
+    """The name of a target's tuning databases and results files: 'llvm' for generic x86-64
+    code, 'llvm-<cpu>' for one CPU's instructions (a kernel tuned for one is not the other's)."""
+    return f"llvm-{mcpu}" if kind == "llvm" and mcpu != "generic" else kind
+
+
 def tuning_target(target: Any) -> tvm.target.Target:
     """The target with what MetaSchedule needs set: ``num-cores`` for CPU (it refuses llvm
     targets without it), the thread, shared-memory and register limits for CUDA."""

@@ -1,0 +1,97 @@
+"""Tuned GFLOP/s of compute-bound kernels, for generic x86-64 code and for this CPU's.
+
+TVM's plain ``llvm`` target compiles for generic x86-64 (SSE2): the roofline's llvm peak
+(``tvm_eqsat.cost.MACHINES``) was calibrated on such code.  With ``-mcpu`` set to the
+machine's CPU, MetaSchedule's kernels use its wider vector units, and compute-bound kernels
+run several times faster while memory-bound ones barely change; the roofline scales its
+peak by the ratio this script measures (``cost.SIMD_PEAK_SPEEDUP``).  Both builds are tuned
+with the same budget and timed in one process, on one machine:
+
+    python scripts/measure_peak.py --trials 32      # benchmarks/results/peak-llvm.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from tvm_eqsat import cost, tune
+from tvm_eqsat.features import flops
+from tvm_eqsat.graph import TensorTy
+from tvm_eqsat.measure import kernel_out_ty, measure
+from tvm_eqsat.workload import Workload
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark import machine_info  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _t(*shape: int) -> TensorTy:
+    return TensorTy(tuple(shape), "float32")
+
+
+# a square matmul and a ResNet 3x3 conv: compute-bound at any vector width
+CASES = [
+    ("Matmul", ("",), (_t(512, 512), _t(512, 512))),
+    (
+        "Conv2d",
+        ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", "float32"),
+        (_t(1, 64, 56, 56), _t(64, 64, 3, 3)),
+    ),
+]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=32, help="MetaSchedule trials per kernel")
+    p.add_argument("--mcpu", default="host", help="the CPU to compare with generic x86-64 (default: this one)")
+    p.add_argument("--work-dir", default=str(Path.home() / ".cache/tvm_eqsat/ms-peak"))
+    p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "peak-llvm.json"))
+    args = p.parse_args(argv)
+    host = tune.host_cpu() if args.mcpu == "host" else args.mcpu
+    rows = []
+    for mcpu in tqdm(["generic", host], desc="code", unit="target"):
+        target = tune.tuning_target({"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})})
+        for op, attrs, ins in CASES:
+            w = Workload(op, attrs, ins)
+            m = measure(w, target, trials=args.trials, work_dir=f"{args.work_dir}-{mcpu}", repeat=args.repeat)
+            work = flops(op, attrs, ins, kernel_out_ty(w))
+            rows.append({
+                "mcpu": mcpu, "vector_bits": cost.vector_bits(target), "op": op,
+                "shapes": [list(t.shape) for t in ins], "gflop": round(work / 1e9, 4),
+                "median_us": round(m.median_us, 3), "p10_us": round(m.p10_us, 3), "p90_us": round(m.p90_us, 3),
+                "gflop_per_s": round(work / m.median_us / 1e3, 1),
+            })  # fmt: skip
+            tqdm.write(f"{mcpu:>14} {op:8} {rows[-1]['gflop_per_s']:7.1f} GFLOP/s")
+    speedups = {
+        op: round(
+            next(r for r in rows if r["mcpu"] == host and r["op"] == op)["gflop_per_s"]
+            / next(r for r in rows if r["mcpu"] == "generic" and r["op"] == op)["gflop_per_s"],
+            2,
+        )
+        for op, _, _ in CASES
+    }
+    result = {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join(["python", "scripts/measure_peak.py", *argv]),
+        "machine": machine_info(tune.tuning_target({"kind": "llvm"})),
+        "trials": args.trials,
+        "rows": rows,
+        "speedup_over_generic": speedups,
+    }
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{host} over generic x86-64: {speedups} -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
