@@ -425,6 +425,16 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
     assert min(speedups) <= cost.SIMD_PEAK_SPEEDUP[512] <= max(speedups)
 
 
+def test_a_model_trained_on_generic_code_says_so_for_a_wider_target(monkeypatch, caplog):
+    monkeypatch.setattr(cost, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        cost.make_cost_model("xgb", "llvm", "default")  # generic code, as it was trained on
+        assert not caplog.records
+        for _ in range(2):
+            assert isinstance(cost.make_cost_model("xgb", "llvm", "default", 512), cost.LearnedCostModel)
+    assert len(caplog.records) == 1 and "generic x86-64" in caplog.text and "512-bit" in caplog.text
+
+
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):
     monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
     monkeypatch.setattr(cost, "_warned", set())

@@ -13,6 +13,7 @@ that FuseOps folds into their producer pay only a small epilogue share.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -193,6 +194,25 @@ def shipped_model_dir(target_kind: str, flow: str = "tuned") -> Path | None:
     return directory if (directory / "model.json").is_file() else None
 
 
+def _warn_if_other_code(directory: Path, target_kind: str, simd_bits: int) -> None:
+    """Say once when a learned llvm model's kernels were timed as generic x86-64 code (TVM's
+    plain llvm target, which every shipped llvm model was trained on) and the target's code
+    uses wider vectors: the kernels it ranks are not the ones that will run."""
+    if target_kind != "llvm" or simd_bits <= 128:
+        return
+    meta = directory / "metadata.json"
+    trained_for = json.loads(meta.read_text()).get("target", "llvm") if meta.is_file() else "llvm"
+    key = (str(directory), str(simd_bits))
+    if trained_for == "llvm" and key not in _warned:
+        _warned.add(key)
+        log.warning(
+            "%s was trained on kernels built as generic x86-64 code; this target's use %d-bit vectors, "
+            "so its costs may misorder them (cost_model='roofline' scales with the vector width)",
+            directory,
+            simd_bits,
+        )
+
+
 def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits: int = 128):
     """The cost model named by the pass option ``cost_model``: ``"roofline"``,
     ``"xgb"`` (the model shipped for the target and build ``flow``; the roofline if
@@ -217,9 +237,11 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits:
             if (target_kind, flow) not in _warned:
                 _warned.add((target_kind, flow))
                 log.warning("no learned cost model shipped for %s (%s flow); using the roofline", target_kind, flow)
-            return RooflineCostModel(target_kind, flow)
+            return RooflineCostModel(target_kind, flow, simd_bits)
+        _warn_if_other_code(directory, target_kind, simd_bits)
         return LearnedCostModel(KernelModel.load(directory), target_kind, flow)
     path = Path(spec)
     if path.is_dir() and (path / "model.json").is_file():
+        _warn_if_other_code(path, target_kind, simd_bits)
         return LearnedCostModel(KernelModel.load(path), target_kind, flow)
     raise ValueError(f"cost_model={spec!r}: expected one of {COST_MODELS} or a directory with model.json")

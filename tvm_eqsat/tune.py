@@ -480,6 +480,19 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512):
     return contexts, weights
 
 
+def _missing_trials(todo: list, database: ms.Database, work_dir, trials: int) -> dict[int, list]:
+    """The pending tasks by the trials each still lacks: a kernel
+    that an interrupted run (or a smaller budget) tuned already keeps its trials, since the
+    search starts from the database's best schedules, and gets only the rest."""
+    budgets = budgets_by_hash(work_dir)
+    groups: dict[int, list] = {}
+    for task in todo:
+        kernel = task.dispatched[0]
+        spent = max(budgets.get(kernel_hash(kernel), 0), _tuned_trials(database, kernel))
+        groups.setdefault(trials - spent, []).append(task)
+    return groups
+
+
 def pending_tasks(
     mod: tvm.IRModule, target: Any, work_dir: str | os.PathLike, trials: int, database: ms.Database | None = None
 ) -> tuple[list, int]:
@@ -514,7 +527,8 @@ def tune(
 
     Kernels already tuned with at least ``trials`` (records in the database, or a
     recorded budget for kernels with fewer possible schedules) are skipped, so
-    re-running with the same budget is free and a larger budget only adds trials.
+    re-running with the same budget is free; a kernel tuned with fewer (a smaller budget,
+    or a run that was interrupted) gets only the trials it lacks (``_missing_trials``).
     A candidate whose compilation takes over ``build_timeout_s`` is skipped.
     ``population`` is the evolutionary search's population (MetaSchedule's default, 512).
     ``progress`` shows a bar of the trials measured, with the time left.
@@ -523,39 +537,41 @@ def tune(
     target = tuning_target(target)
     database = open_database(work_dir)
     todo, n_tasks = pending_tasks(mod, target, work_dir, trials, database)
-    log.info("tuning %d of %d kernels, %d trials each", len(todo), n_tasks, trials)
     if not todo:
+        log.info("tuning 0 of %d kernels: all tuned with %d trials", n_tasks, trials)
         return database
-    contexts, weights = _tune_contexts(todo, available_cores(), seed, population)
+    groups = _missing_trials(todo, database, work_dir, trials)
+    total = sum(left * len(group) for left, group in groups.items())
+    log.info("tuning %d of %d kernels, %d trials in all", len(todo), n_tasks, total)
     evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
     callbacks = ms.measure_callback.MeasureCallback.create("default")
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(
-            total=trials * len(todo), desc=f"tuning {len(todo)} kernels", unit="trial", file=sys.stderr, leave=False
-        )
-        minutes = trials * len(todo) * SECONDS_PER_TRIAL * 2 / max(available_cores(), 1) / 60
+        bar = tqdm(total=total, desc=f"tuning {len(todo)} kernels", unit="trial", file=sys.stderr, leave=False)
+        minutes = total * SECONDS_PER_TRIAL * 2 / max(available_cores(), 1) / 60
         bar.write(
-            f"tuning {len(todo)} of {n_tasks} kernels that {work_dir} lacks, {trials} trials each: "
+            f"tuning {len(todo)} of {n_tasks} kernels that {work_dir} lacks, {total} trials to reach {trials} each: "
             f"about {minutes:.0f} min on {available_cores()} cores"
         )
         callbacks = [*callbacks, _Progress(bar)]
     try:
-        ms.tune_tasks(
-            tasks=contexts,
-            task_weights=weights,
-            work_dir=str(work_dir),
-            max_trials_global=trials * len(todo),
-            max_trials_per_task=trials,
-            num_trials_per_iter=min(trials_per_iter, trials),
-            builder=default_builder(build_timeout_s, target),
-            runner=InProcessRunner(evaluator, rpc),
-            database=database,
-            measure_callbacks=callbacks,
-            task_scheduler="round-robin",
-        )
+        for left, group in sorted(groups.items()):
+            contexts, weights = _tune_contexts(group, available_cores(), seed, population)
+            ms.tune_tasks(
+                tasks=contexts,
+                task_weights=weights,
+                work_dir=str(work_dir),
+                max_trials_global=left * len(group),
+                max_trials_per_task=left,
+                num_trials_per_iter=min(trials_per_iter, left),
+                builder=default_builder(build_timeout_s, target),
+                runner=InProcessRunner(evaluator, rpc),
+                database=database,
+                measure_callbacks=callbacks,
+                task_scheduler="round-robin",
+            )
     finally:
         if bar is not None:
             bar.close()
