@@ -804,7 +804,12 @@ def explain(rows: list[dict], args) -> str:
             continue
         best, eq = fastest(vs, STOCK_VARIANTS), vs["eqsat"]
         flow = f"MetaSchedule, {args.trials} trials per kernel" if args.flow == "tuned" else "TVM's default schedules"
-        out += [f"{model} ({vs['stock']['config']}), llvm, {flow}, median of {args.repeat} interleaved samples:", ""]
+        code = (
+            f"llvm -mcpu={args.mcpu}"
+            if args.mcpu != "generic"
+            else "llvm, generic x86-64 code (no -mcpu: the committed kernels' target; --mcpu host for this CPU's)"
+        )
+        out += [f"{model} ({vs['stock']['config']}), {code}, {flow}, median of {args.repeat} interleaved samples:", ""]
         for v in vs:
             out.append(
                 f"  {v:<11} {float(vs[v]['median_ms']):9.3f} ms   {float(vs[v]['speedup_vs_stock']):.3f}x vs stock"
