@@ -16,7 +16,9 @@ the speedup that model predicts, so a wrong choice shows.
 
     python scripts/bench_layers.py --flow tuned --trials 32
 
-writes ``benchmarks/results/layers-winograd-llvm-<flow>[-t<trials>][-<tag>].{json,md}``; shapes
+Code is generated for this machine's CPU (``--mcpu``, as in ``benchmark.py``; ``--mcpu generic``
+for plain x86-64, what the results before 2026-11-27 measured); writes
+``benchmarks/results/layers-winograd-<llvm|llvm-cpu>-<flow>[-t<trials>][-<tag>].{json,md}``; shapes
 already in the JSON are skipped (the run resumes after an interruption).
 """
 
@@ -133,9 +135,12 @@ def measure(
     min_ms: float,
     family: str = "winograd",
     compare: str | None = None,
+    target: dict | None = None,
 ) -> dict:
     """One layer's row.  ``compare``: another Winograd family whose form is timed too, in the
-    same process and rounds (a build's speed varies from process to process here)."""
+    same process and rounds (a build's speed varies from process to process here).
+    ``target``: the llvm target to cost, tune and build for (default: generic x86-64)."""
+    target = target or {"kind": "llvm"}
     name, c, size, k = shape
     mod, x = conv_layer(c, size, k)
     forms = {"direct": mod, "winograd": winograd_form(mod, family)}
@@ -143,7 +148,7 @@ def measure(
         forms["compare"] = winograd_form(mod, compare)
     # the pass chooses among every form timed (both families' rules where one is compared)
     rules = FAMILIES[family][0] + (FAMILIES[compare][0] if compare else [])
-    _, report = optimize(mod, "llvm", flow=flow, rules=list(dict.fromkeys(rules)))
+    _, report = optimize(mod, tvm.target.Target(target), flow=flow, rules=list(dict.fromkeys(rules)))
     f = report.functions["main"]
     row = {
         "layer": name,
@@ -157,8 +162,8 @@ def measure(
         t = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            db = tune.tune(m, "llvm", work_dir, trials, progress=True) if flow == "tuned" else None
-            ex = tune.build(m, "llvm", db)
+            db = tune.tune(m, target, work_dir, trials, progress=True) if flow == "tuned" else None
+            ex = tune.build(m, target, db)
         build_s[form] = round(time.perf_counter() - t, 1)
         executables[form] = ex
         vm, args, samplers[form], _ = timing.tvm_sampler(ex, dev, [x], min_ms)
@@ -187,7 +192,8 @@ def measure(
 
 def markdown(data: dict) -> str:
     lines = [
-        f"# 3x3 convs, direct vs {FORM_NAMES[data.get('family', 'winograd')]}: llvm, {data['flow']} flow"
+        f"# 3x3 convs, direct vs {FORM_NAMES[data.get('family', 'winograd')]}: "
+        f"{'llvm -mcpu=' + data['mcpu'] if data.get('mcpu', 'generic') != 'generic' else 'llvm'}, {data['flow']} flow"
         + (f", {data['trials']} trials per kernel" if data["flow"] == "tuned" else ""),
         "",
         f"Machine: {data['machine']['machine']}, {data['machine']['cpus']} cores.  Runs: "
@@ -223,7 +229,12 @@ def main() -> None:
     ap.add_argument("--flow", choices=["default", "tuned"], default="tuned")
     ap.add_argument("--trials", type=int, default=32)
     ap.add_argument("--layers", nargs="+", default=[s[0] for s in SHAPES], choices=[s[0] for s in SHAPES])
-    ap.add_argument("--work-dir", default=str(Path.home() / ".cache" / "tvm_eqsat" / "layers-llvm"))
+    ap.add_argument(
+        "--mcpu", default="host", help="the CPU to compile for (default: this one; 'generic': plain x86-64, SSE2)"
+    )
+    ap.add_argument(
+        "--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/layers-<target>)"
+    )
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--min-ms", type=float, default=50.0)
     ap.add_argument("--family", default="winograd", choices=sorted(FAMILIES), help="the Winograd form to time")
@@ -234,12 +245,17 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
-    stem = f"layers-winograd-llvm-{args.flow}" + (f"-t{args.trials}" if args.flow == "tuned" else "")
+    mcpu = tune.host_cpu() if args.mcpu == "host" else args.mcpu
+    name = tune.target_name("llvm", mcpu)
+    target = {"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})}
+    work_dir = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"layers-{name}")
+    stem = f"layers-winograd-{name}-{args.flow}" + (f"-t{args.trials}" if args.flow == "tuned" else "")
     stem += f"-{args.tag}" if args.tag else ""
     out = ROOT / "benchmarks" / "results" / stem
     data = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {"rows": []}
     data.update(
         family=args.family,
+        mcpu=mcpu,
         flow=args.flow,
         trials=args.trials,
         repeat=args.repeat,
@@ -251,7 +267,9 @@ def main() -> None:
         if shape[0] not in args.layers or shape[0] in done:
             continue
         print(f"{shape[0]}: C={shape[1]} {shape[2]}x{shape[2]} K={shape[3]}", file=sys.stderr, flush=True)
-        row = measure(shape, args.flow, args.trials, args.work_dir, args.repeat, args.min_ms, args.family, args.compare)
+        row = measure(
+            shape, args.flow, args.trials, work_dir, args.repeat, args.min_ms, args.family, args.compare, target
+        )
         print(json.dumps(row), flush=True)
         data["rows"].append(row)
         out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
