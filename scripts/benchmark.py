@@ -734,8 +734,9 @@ def best_stock_table(data: dict[str, dict[str, dict]]) -> list[str]:
 def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     """The results table (one row per model) and the geometric-mean speedups over stock."""
     flow, m = sidecar["flow"], sidecar["machine"]
-    mcpu = sidecar["target"].get("mcpu")
-    title = f"# {sidecar['target']['kind']}{f' -mcpu={mcpu}' if mcpu else ' (generic x86-64 code, no -mcpu)' if sidecar['target']['kind'] == 'llvm' else ''}, {flow} flow"
+    kind, mcpu = sidecar["target"]["kind"], sidecar["target"].get("mcpu")
+    code = f" -mcpu={mcpu}" if mcpu else " (generic x86-64 code, no -mcpu)" if kind == "llvm" else ""
+    title = f"# {kind}{code}, {flow} flow"
     title += f", {sidecar['trials']} trials per kernel" if flow == "tuned" else ""
     title += " (small models)" if sidecar["small"] else ""
     data = _by_model(rows)
@@ -985,6 +986,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.models = args.models or list(models.SUITE)
     if args.mcpu == "host":
         args.mcpu = tune.host_cpu() if args.target == "llvm" else "generic"
+    elif args.mcpu != "generic" and not tvm.target.codegen.llvm_is_valid_cpu(
+        args.mcpu, tvm.target.codegen.llvm_get_system_triple()
+    ):
+        p.error(f"--mcpu {args.mcpu}: LLVM does not know this CPU (this machine's: {tune.host_cpu()})")
     unknown = [m for m in args.models if m not in models.MODELS]
     if unknown:
         p.error(f"unknown models {unknown}; choose from {sorted(models.MODELS)}")

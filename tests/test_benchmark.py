@@ -246,6 +246,8 @@ def test_llvm_code_is_for_this_cpu_unless_generic():
     assert bench._stem(bench.parse_args(["--mcpu", "generic"])) == "llvm-default"
     assert bench.parse_args(["--quick"]).mcpu == "generic"  # the committed kernels' target
     assert bench._stem(bench.parse_args(["--target", "cuda"])) == "cuda-default"
+    with pytest.raises(SystemExit):  # a misspelt CPU would build generic code under its name
+        bench.parse_args(["--mcpu", "skylake-avx51"])
 
 
 def test_rows_are_not_added_to_a_file_timed_on_another_cpu(run):

@@ -25,10 +25,10 @@ import numpy as np
 from . import ops
 from .features import KERNEL_OPS, featurize, flops, nbytes
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
+from .paths import data_dir
 
 if TYPE_CHECKING:
     import tvm
-from .paths import data_dir
 
 log = logging.getLogger("tvm_eqsat")
 
