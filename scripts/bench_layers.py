@@ -247,7 +247,7 @@ def main() -> None:
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
     mcpu = tune.host_cpu() if args.mcpu == "host" else args.mcpu
     name = tune.target_name("llvm", mcpu)
-    target = {"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})}
+    target = tune.llvm_target(mcpu)
     work_dir = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"layers-{name}")
     stem = f"layers-winograd-{name}-{args.flow}" + (f"-t{args.trials}" if args.flow == "tuned" else "")
     stem += f"-{args.tag}" if args.tag else ""

@@ -317,7 +317,7 @@ def make_target(kind: str, arch: str, mcpu: str = "generic") -> tvm.target.Targe
     """llvm with ``num-cores`` (MetaSchedule needs it; the default flow ignores it) and
     ``mcpu`` unless 'generic' (then the target string of the committed databases), or CUDA."""
     if kind == "llvm":
-        return tune.tuning_target({"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})})
+        return tune.tuning_target(tune.llvm_target(mcpu))
     return tvm.target.Target({"kind": "cuda", "arch": arch})
 
 

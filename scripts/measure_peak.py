@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     host = tune.host_cpu() if args.mcpu == "host" else args.mcpu
     rows = []
     for mcpu in tqdm(["generic", host], desc="code", unit="target"):
-        target = tune.tuning_target({"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})})
+        target = tune.tuning_target(tune.llvm_target(mcpu))
         for op, attrs, ins in CASES:
             w = Workload(op, attrs, ins)
             m = measure(w, target, trials=args.trials, work_dir=f"{args.work_dir}-{mcpu}", repeat=args.repeat)

@@ -71,6 +71,13 @@ def host_cpu() -> str:
     return cpu if cpu and cpu != "generic" and codegen.llvm_is_valid_cpu(cpu, triple) else "generic"
 
 
+def llvm_target(mcpu: str = "generic") -> dict:
+    """The llvm target of ``mcpu`` ('generic': TVM's plain llvm, generic x86-64 code; 'host':
+    this machine's CPU; else a CPU as LLVM names it)."""
+    mcpu = host_cpu() if mcpu == "host" else mcpu
+    return {"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})}
+
+
 def target_name(kind: str, mcpu: str = "generic") -> str:
     """The name of a target's tuning databases and results files: 'llvm' for generic x86-64
     code, 'llvm-<cpu>' for one CPU's instructions (a kernel tuned for one is not the other's)."""
