@@ -487,17 +487,23 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512):
     return contexts, weights
 
 
-def _missing_trials(todo: list, database: ms.Database, work_dir, trials: int) -> dict[int, list]:
-    """The pending tasks by the trials each still lacks: a kernel
-    that an interrupted run (or a smaller budget) tuned already keeps its trials, since the
-    search starts from the database's best schedules, and gets only the rest."""
+def _pending(
+    mod: tvm.IRModule, target: Any, work_dir: str | os.PathLike, trials: int, database: ms.Database
+) -> tuple[list[tuple[Any, int]], int]:
+    """The fused kernels of ``mod`` tuned with fewer than ``trials``, each with the trials it
+    has had (its recorded budget, or its records where a run was interrupted), and how many
+    kernels ``mod`` has."""
+    target = tuning_target(target)
+    tasks = ms.relax_integration.extract_tasks(fuse_for_tuning(mod, target), target)
     budgets = budgets_by_hash(work_dir)
-    groups: dict[int, list] = {}
-    for task in todo:
-        kernel = task.dispatched[0]
-        spent = max(budgets.get(kernel_hash(kernel), 0), _tuned_trials(database, kernel))
-        groups.setdefault(trials - spent, []).append(task)
-    return groups
+    pending = []
+    for task in tasks:
+        spent = budgets.get(kernel_hash(task.dispatched[0]), 0)
+        if spent < trials:
+            spent = max(spent, _tuned_trials(database, task.dispatched[0]))
+        if spent < trials:
+            pending.append((task, spent))
+    return pending, len(tasks)
 
 
 def pending_tasks(
@@ -505,16 +511,9 @@ def pending_tasks(
 ) -> tuple[list, int]:
     """The fused kernels of ``mod`` that ``work_dir`` has not tuned with ``trials`` (what
     ``tune`` would tune), and how many kernels ``mod`` has."""
-    target = tuning_target(target)
     database = database if database is not None else open_database(work_dir)
-    tasks = ms.relax_integration.extract_tasks(fuse_for_tuning(mod, target), target)
-    budgets = budgets_by_hash(work_dir)
-    todo = [
-        t
-        for t in tasks
-        if budgets.get(kernel_hash(t.dispatched[0]), 0) < trials and _tuned_trials(database, t.dispatched[0]) < trials
-    ]
-    return todo, len(tasks)
+    pending, n_tasks = _pending(mod, target, work_dir, trials, database)
+    return [task for task, _ in pending], n_tasks
 
 
 def tune(
@@ -535,7 +534,7 @@ def tune(
     Kernels already tuned with at least ``trials`` (records in the database, or a
     recorded budget for kernels with fewer possible schedules) are skipped, so
     re-running with the same budget is free; a kernel tuned with fewer (a smaller budget,
-    or a run that was interrupted) gets only the trials it lacks (``_missing_trials``).
+    or a run that was interrupted) gets only the trials it lacks.
     A candidate whose compilation takes over ``build_timeout_s`` is skipped.
     ``population`` is the evolutionary search's population (MetaSchedule's default, 512).
     ``progress`` shows a bar of the trials measured, with the time left.
@@ -543,11 +542,16 @@ def tune(
     use_all_cores()
     target = tuning_target(target)
     database = open_database(work_dir)
-    todo, n_tasks = pending_tasks(mod, target, work_dir, trials, database)
-    if not todo:
+    pending, n_tasks = _pending(mod, target, work_dir, trials, database)
+    if not pending:
         log.info("tuning 0 of %d kernels: all tuned with %d trials", n_tasks, trials)
         return database
-    groups = _missing_trials(todo, database, work_dir, trials)
+    # a kernel tuned before keeps its trials (the search starts from the database's best
+    # schedules) and gets only the ones it lacks, in one MetaSchedule run per count
+    groups: dict[int, list] = {}
+    for task, spent in pending:
+        groups.setdefault(trials - spent, []).append(task)
+    todo = [task for task, _ in pending]
     total = sum(left * len(group) for left, group in groups.items())
     log.info("tuning %d of %d kernels, %d trials in all", len(todo), n_tasks, total)
     evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
