@@ -245,7 +245,10 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
-    mcpu = tune.host_cpu() if args.mcpu == "host" else args.mcpu
+    try:
+        mcpu = tune.resolve_mcpu(args.mcpu)
+    except ValueError as err:
+        ap.error(str(err))
     name = tune.target_name("llvm", mcpu)
     target = tune.llvm_target(mcpu)
     work_dir = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"layers-{name}")

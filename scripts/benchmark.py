@@ -984,12 +984,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if "--out-dir" not in given:
             args.out_dir = str(QUICK_DIR)
     args.models = args.models or list(models.SUITE)
-    if args.mcpu == "host":
-        args.mcpu = tune.host_cpu() if args.target == "llvm" else "generic"
-    elif args.mcpu != "generic" and not tvm.target.codegen.llvm_is_valid_cpu(
-        args.mcpu, tvm.target.codegen.llvm_get_system_triple()
-    ):
-        p.error(f"--mcpu {args.mcpu}: LLVM does not know this CPU (this machine's: {tune.host_cpu()})")
+    try:
+        args.mcpu = tune.resolve_mcpu(args.mcpu) if args.target == "llvm" else "generic"
+    except ValueError as err:
+        p.error(str(err))
     unknown = [m for m in args.models if m not in models.MODELS]
     if unknown:
         p.error(f"unknown models {unknown}; choose from {sorted(models.MODELS)}")

@@ -39,7 +39,10 @@ def main() -> None:
         "be retuned anyway)",
     )
     args = p.parse_args()
-    mcpu = (tune.host_cpu() if args.mcpu == "host" else args.mcpu) if args.target == "llvm" else "generic"
+    try:
+        mcpu = tune.resolve_mcpu(args.mcpu) if args.target == "llvm" else "generic"
+    except ValueError as err:
+        p.error(str(err))
     target = tune.target_name(args.target, mcpu)
     work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target}")
     for src, name in ((work, target), (f"{work}-aa", f"{target}-aa")):

@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "peak-llvm.json"))
     args = p.parse_args(argv)
-    host = tune.host_cpu() if args.mcpu == "host" else args.mcpu
+    try:
+        host = tune.resolve_mcpu(args.mcpu)
+    except ValueError as err:
+        p.error(str(err))
     rows = []
     for mcpu in tqdm(["generic", host], desc="code", unit="target"):
         target = tune.tuning_target(tune.llvm_target(mcpu))

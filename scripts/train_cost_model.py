@@ -32,6 +32,7 @@ from scipy.stats import spearmanr
 
 from tvm_eqsat import provenance
 from tvm_eqsat.features import NAMES
+from tvm_eqsat.tune import target_name
 from tvm_eqsat.xgb_model import (
     DATASET_FIELDS,
     GRID_MODEL,
@@ -94,11 +95,12 @@ def held_out_by_model(
     return y, pred, list(groups), per_model
 
 
-def roofline_us(samples, target: str, flow: str = "tuned") -> np.ndarray:
-    """The analytic model's costs for the same kernels (its baseline ranking)."""
+def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128) -> np.ndarray:
+    """The analytic model's costs for the same kernels (its baseline ranking), with the
+    compute peak of the code's vector width, as the pass prices them."""
     from tvm_eqsat.cost import RooflineCostModel
 
-    model = RooflineCostModel(target, flow)
+    model = RooflineCostModel(target, flow, simd_bits)
     return np.array(
         [model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples]
     )
@@ -157,6 +159,7 @@ def harvest_dataset(
     path: Path,
     retime: int = 0,
     rules: list[str] | None = None,
+    mcpu: str = "generic",
 ) -> None:
     """Write the kernels of the zoo models ``names`` that the MetaSchedule database
     ``work_dir`` has tuned to ``path`` as dataset rows: the kernels of every variant the
@@ -165,7 +168,8 @@ def harvest_dataset(
     ``retime``: label each with ``retime`` fresh samples of its tuned schedule instead of the
     tuner's record (``harvest.retime``: a spread, no outliers; needs a quiet machine).
     ``rules``: the eqsat variant's rule families or rules, where the benchmark was run with
-    ``--rules`` (its kernels are those of that module)."""
+    ``--rules`` (its kernels are those of that module).  ``mcpu``: the CPU an llvm database
+    was tuned for (``benchmark.py --mcpu``; its kernels are looked up under that target)."""
     import csv
 
     import tvm
@@ -178,8 +182,9 @@ def harvest_dataset(
     from tvm_eqsat.harvest import harvest
     from tvm_eqsat.harvest import retime as retime_kernels
     from tvm_eqsat.measure import kernel_out_ty
+    from tvm_eqsat.tune import llvm_target
 
-    tgt = tvm.target.Target(target)
+    tgt = tvm.target.Target(llvm_target(mcpu) if target == "llvm" else target)
     rows, seen, off = [], set(), []
     for name in names:
         model = (models.SMALL if small else models.MODELS)[name]()
@@ -257,6 +262,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
     p.add_argument(
+        "--mcpu",
+        default=None,
+        help="llvm: the CPU whose code the kernels are ('generic': TVM's plain llvm target; 'host': this "
+        "machine's; default: the --from-database directory's SOURCE.json, else generic). The model goes "
+        "to cost_models/llvm-<cpu>, which the pass prefers for targets of that -mcpu",
+    )
+    p.add_argument(
         "--dataset",
         default=None,
         help="default cost_models/<target>/dataset.csv (with --from-database: <out>/dataset.csv, rewritten)",
@@ -315,6 +327,8 @@ def main() -> None:
         help="the machine the dataset was timed on, for the report (default: this one; say it for a device's data)",
     )
     args = p.parse_args()
+    mcpu = _mcpu(args)
+    name = target_name(args.target, mcpu)
     if args.from_database:
         out = Path(args.out or Path(args.from_database) / "cost_model")
         dataset = Path(args.dataset or out / "dataset.csv")
@@ -326,10 +340,11 @@ def main() -> None:
             dataset,
             args.retime,
             args.rules,
+            mcpu,
         )
     else:
-        out = Path(args.out or ROOT / "cost_models" / args.target)
-        dataset = Path(args.dataset or ROOT / "cost_models" / args.target / "dataset.csv")
+        out = Path(args.out or ROOT / "cost_models" / name)
+        dataset = Path(args.dataset or ROOT / "cost_models" / name / "dataset.csv")
     samples = load_dataset(dataset, min_trials=args.min_trials)
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
@@ -360,7 +375,7 @@ def main() -> None:
         without_grid = None
         split = "random 5-fold (one model only)"
     roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
-    roofline_pred = roofline_us(samples, args.target, roofline_flow)
+    roofline_pred = roofline_us(samples, args.target, roofline_flow, _simd_bits(args.target, mcpu))
     roofline = metrics(y, roofline_pred)
     pairs = layout_pairs(samples)
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
@@ -370,6 +385,7 @@ def main() -> None:
     )
     metadata = {
         "target": args.target,
+        **({"mcpu": mcpu} if mcpu != "generic" else {}),
         "features": list(NAMES),
         "samples": len(samples),
         "models": sorted(set(groups)),
@@ -391,11 +407,11 @@ def main() -> None:
     }
     model = KernelModel(booster, metadata, measured_table(samples), load_elementwise(dataset.parent))
     model.save(out)
-    plot(y, pred, groups, out / "predicted_vs_measured.png", f"{args.target}: {split}")
+    plot(y, pred, groups, out / "predicted_vs_measured.png", f"{name}: {split}")
 
     command = "python scripts/train_cost_model.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
-        f"# Cost model report: {args.target}",
+        f"# Cost model report: {args.target}" + (f" -mcpu={mcpu}" if mcpu != "generic" else ""),
         "",
         f"Produced by `{command}` on {metadata['date']} "
         f"from `{metadata['dataset']}` ({len(samples)} kernels; flows: {', '.join(flows)}; "
@@ -508,6 +524,37 @@ def _count(values) -> dict:
     for v in values:
         out[v] = out.get(v, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _mcpu(args) -> str:
+    """The CPU whose code the dataset's kernels are: ``--mcpu``, else the one the database
+    directory's ``SOURCE.json`` (``export_tuning.py``) names, else generic x86-64."""
+    import json
+
+    from tvm_eqsat.tune import resolve_mcpu
+
+    if args.target != "llvm":
+        if args.mcpu not in (None, "generic"):
+            raise SystemExit(f"--mcpu {args.mcpu}: only llvm targets name a CPU")
+        return "generic"
+    mcpu = args.mcpu
+    if mcpu is None and args.from_database:
+        source = Path(args.from_database) / "SOURCE.json"
+        mcpu = json.loads(source.read_text()).get("mcpu") if source.is_file() else None
+    try:
+        return resolve_mcpu(mcpu or "generic")  # a misspelt CPU fails here, not after the harvest
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+
+
+def _simd_bits(target: str, mcpu: str) -> int:
+    """The vector width of the code the kernels are (what the roofline's peak scales with)."""
+    import tvm
+
+    from tvm_eqsat.cost import vector_bits
+    from tvm_eqsat.tune import llvm_target
+
+    return vector_bits(tvm.target.Target(llvm_target(mcpu))) if target == "llvm" else 128
 
 
 def _cores() -> int:

@@ -435,6 +435,38 @@ def test_a_model_trained_on_generic_code_says_so_for_a_wider_target(monkeypatch,
     assert len(caplog.records) == 1 and "generic x86-64" in caplog.text and "512-bit" in caplog.text
 
 
+def test_a_cpus_own_tuned_model_is_preferred_and_its_code_is_read_from_its_metadata(
+    trained_dir, monkeypatch, caplog, tmp_path
+):
+    """``cost_models/llvm-<cpu>`` (``train_cost_model.py --mcpu``) prices the tuned flow of
+    targets with that ``-mcpu``; other CPUs, the default flow and generic code keep
+    ``cost_models/llvm``; a model's vector width comes from the ``mcpu`` it records, so one
+    trained for AVX-512 code warns on a generic target and not on its own."""
+    import json
+    import shutil
+
+    import tvm
+
+    for name, mcpu in (("llvm", None), ("llvm-skylake-avx512", "skylake-avx512")):
+        shutil.copytree(trained_dir, tmp_path / name)
+        meta = json.loads((trained_dir / "metadata.json").read_text())
+        meta.pop("mcpu", None)
+        (tmp_path / name / "metadata.json").write_text(json.dumps({**meta, **({"mcpu": mcpu} if mcpu else {})}))
+    monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
+    monkeypatch.setattr(cost, "_warned", set())
+    assert cost.shipped_model_dir("llvm", "tuned", "skylake-avx512") == tmp_path / "llvm-skylake-avx512"
+    assert cost.shipped_model_dir("llvm", "tuned", "haswell") == tmp_path / "llvm"
+    assert cost.shipped_model_dir("llvm", "tuned") == tmp_path / "llvm"
+    assert cost.shipped_model_dir("llvm", "default", "skylake-avx512") is None  # no llvm-default here
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"})
+    assert cost.target_cpu(target) == "skylake-avx512" and cost.target_cpu(tvm.target.Target("llvm")) == "generic"
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        cost.make_cost_model("xgb", "llvm", "tuned", cost.vector_bits(target), cost.target_cpu(target))
+        assert not caplog.records  # its own code
+        cost.make_cost_model(str(tmp_path / "llvm-skylake-avx512"), "llvm", "tuned", 128)
+    assert len(caplog.records) == 1 and "skylake-avx512 code (512-bit vectors)" in caplog.text
+
+
 def test_missing_model_falls_back_to_roofline_with_one_warning(monkeypatch, caplog, tmp_path):
     monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
     monkeypatch.setattr(cost, "_warned", set())

@@ -133,6 +133,30 @@ def test_harvest_script_builds_the_small_models_it_is_asked_for(tmp_path):
         train_script.harvest_dataset(str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "dataset.csv")
 
 
+def test_training_reads_the_cpu_of_a_database_from_its_source(tmp_path):
+    """``train_cost_model.py``: the CPU whose code the kernels are is ``--mcpu``, else the
+    committed database's SOURCE.json, else generic; a CPU LLVM does not know stops it
+    before any harvest, and so does a CPU named for CUDA."""
+    import argparse
+    import json
+
+    train_script = load_script("train_cost_model")
+
+    def args(**kw):
+        return argparse.Namespace(**{"target": "llvm", "mcpu": None, "from_database": None, **kw})
+
+    (tmp_path / "SOURCE.json").write_text(json.dumps({"mcpu": "skylake-avx512"}))
+    assert train_script._mcpu(args(from_database=str(tmp_path))) == "skylake-avx512"
+    assert train_script._mcpu(args(from_database=str(tmp_path), mcpu="generic")) == "generic"
+    assert train_script._mcpu(args()) == "generic"
+    assert train_script._mcpu(args(mcpu="host")) == tune.host_cpu()
+    assert train_script._simd_bits("llvm", "skylake-avx512") == 512
+    with pytest.raises(SystemExit, match="does not know"):
+        train_script._mcpu(args(mcpu="skylake-avx51"))
+    with pytest.raises(SystemExit, match="only llvm"):
+        train_script._mcpu(args(target="cuda", mcpu="haswell"))
+
+
 def test_default_flow_measures_a_kernel():
     m = measure.measure(MATMUL, "llvm", flow="default", repeat=5)
     assert 0 < m.p10_us <= m.median_us <= m.p90_us

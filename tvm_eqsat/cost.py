@@ -183,37 +183,61 @@ COST_MODELS = ("auto", "xgb", "roofline")
 _warned: set[tuple[str, str]] = set()
 
 
-def shipped_model_dir(target_kind: str, flow: str = "tuned") -> Path | None:
+def target_cpu(target: tvm.target.Target | None) -> str:
+    """The CPU an llvm target's code is built for (its ``mcpu``), 'generic' where it names none."""
+    if target is None or target.kind.name != "llvm":
+        return "generic"
+    return str(target.attrs.get("mcpu", "") or "generic")
+
+
+def shipped_model_dir(target_kind: str, flow: str = "tuned", mcpu: str = "generic") -> Path | None:
     """``cost_models/<target>`` holds the tuned-flow model, ``cost_models/<target>-<flow>``
-    the others; None when nothing is shipped for that pair."""
-    name = target_kind if flow == "tuned" else f"{target_kind}-{flow}"
+    the others, ``cost_models/llvm-<cpu>`` the tuned-flow model of one CPU's code (its
+    kernels tuned with ``-mcpu=<cpu>``), preferred for that CPU; None when nothing is
+    shipped for that pair."""
+    names = [target_kind if flow == "tuned" else f"{target_kind}-{flow}"]
+    if target_kind == "llvm" and flow == "tuned" and mcpu != "generic":
+        names.insert(0, f"llvm-{mcpu}")
     try:
-        directory = data_dir("cost_models") / name
+        root = data_dir("cost_models")
     except FileNotFoundError:
         return None
-    return directory if (directory / "model.json").is_file() else None
+    return next((root / n for n in names if (root / n / "model.json").is_file()), None)
+
+
+def _trained_code(directory: Path) -> tuple[str, int]:
+    """The CPU and vector width of the code a learned llvm model's kernels were timed as:
+    its metadata's ``mcpu`` (none: TVM's plain llvm target, generic x86-64, 128 bits)."""
+    meta = directory / "metadata.json"
+    mcpu = json.loads(meta.read_text()).get("mcpu", "generic") if meta.is_file() else "generic"
+    if mcpu == "generic":
+        return mcpu, 128
+    import tvm
+
+    return mcpu, vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": mcpu}))
 
 
 def _warn_if_other_code(directory: Path, target_kind: str, simd_bits: int) -> None:
-    """Say once when a learned llvm model's kernels were timed as generic x86-64 code (TVM's
-    plain llvm target, which every shipped llvm model was trained on) and the target's code
-    uses wider vectors: the kernels it ranks are not the ones that will run."""
-    if target_kind != "llvm" or simd_bits <= 128:
+    """Say once when a learned llvm model's kernels were timed as code of another vector
+    width than the target's (every model trained before ``--mcpu`` was generic x86-64, TVM's
+    plain llvm target): the kernels it ranks are not the ones that will run."""
+    if target_kind != "llvm":
         return
-    meta = directory / "metadata.json"
-    trained_for = json.loads(meta.read_text()).get("target", "llvm") if meta.is_file() else "llvm"
+    mcpu, trained_bits = _trained_code(directory)
     key = (str(directory), str(simd_bits))
-    if trained_for == "llvm" and key not in _warned:
+    if trained_bits != simd_bits and key not in _warned:
         _warned.add(key)
         log.warning(
-            "%s was trained on kernels built as generic x86-64 code; this target's use %d-bit vectors, "
+            "%s was trained on kernels built as %s code (%d-bit vectors); this target's use %d-bit vectors, "
             "so its costs may misorder them (cost_model='roofline' scales with the vector width)",
             directory,
+            "generic x86-64" if mcpu == "generic" else mcpu,
+            trained_bits,
             simd_bits,
         )
 
 
-def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits: int = 128):
+def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits: int = 128, mcpu: str = "generic"):
     """The cost model named by the pass option ``cost_model``: ``"roofline"``,
     ``"xgb"`` (the model shipped for the target and build ``flow``; the roofline if
     there is none, logged once), ``"auto"`` (the one that predicts that flow better:
@@ -222,17 +246,18 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits:
     kernels no better (Spearman 0.966 against 0.968) and is far from its targets, see
     ``cost_models/llvm/REPORT.md``), or a path to a directory holding model.json +
     metadata.json.  ``simd_bits``: the target's vector width (``vector_bits``), which
-    scales the roofline's tuned compute peak."""
+    scales the roofline's tuned compute peak; ``mcpu``: its CPU (``target_cpu``), whose own
+    tuned-flow model, where one is shipped, is the one ``"xgb"`` loads."""
     from .xgb_model import KernelModel
 
     if flow not in FLOWS:
         raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
     if spec == "auto":
-        spec = "xgb" if flow == "default" and shipped_model_dir(target_kind, flow) is not None else "roofline"
+        spec = "xgb" if flow == "default" and shipped_model_dir(target_kind, flow, mcpu) is not None else "roofline"
     if spec == "roofline":
         return RooflineCostModel(target_kind, flow, simd_bits)
     if spec == "xgb":
-        directory = shipped_model_dir(target_kind, flow)
+        directory = shipped_model_dir(target_kind, flow, mcpu)
         if directory is None:
             if (target_kind, flow) not in _warned:
                 _warned.add((target_kind, flow))

@@ -372,7 +372,9 @@ def predicted_cost(
     each shared node once, under ``cost_model`` for ``target`` (what the report's
     ``cost_before``/``cost_after`` measure).  Blocks it cannot read count nothing."""
     tgt = _target_or_current(resolve_target(target) if target is not None else None)
-    cost = cost_mod.make_cost_model(cost_model, tgt.kind.name, flow, cost_mod.vector_bits(tgt))
+    cost = cost_mod.make_cost_model(
+        cost_model, tgt.kind.name, flow, cost_mod.vector_bits(tgt), cost_mod.target_cpu(tgt)
+    )
     graphs = list(module_graphs(mod, fold_weights))
     if hasattr(cost, "prepare"):
         cost.prepare([
@@ -399,7 +401,9 @@ def _ill_formed(mod: tvm.IRModule) -> str | None:
 
 def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: bool = False):
     start = time.perf_counter()
-    cost = cost_mod.make_cost_model(opts.cost_model, target.kind.name, opts.flow, cost_mod.vector_bits(target))
+    cost = cost_mod.make_cost_model(
+        opts.cost_model, target.kind.name, opts.flow, cost_mod.vector_bits(target), cost_mod.target_cpu(target)
+    )
     library = _library(opts, cost, target.kind.name)
     ctx = _Context(opts, library, library.program(), cost, time.monotonic() + opts.time_limit_s)
     report = Report(str(target), opts.to_dict(), ctx.cost.name)

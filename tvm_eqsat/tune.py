@@ -71,6 +71,18 @@ def host_cpu() -> str:
     return cpu if cpu and cpu != "generic" and codegen.llvm_is_valid_cpu(cpu, triple) else "generic"
 
 
+def resolve_mcpu(mcpu: str) -> str:
+    """``mcpu`` as a target takes it: 'host' becomes this machine's CPU; a CPU LLVM does not
+    know raises ValueError (TVM would otherwise build generic code for it with a log line)."""
+    from tvm.target import codegen
+
+    if mcpu == "host":
+        return host_cpu()
+    if mcpu != "generic" and not codegen.llvm_is_valid_cpu(mcpu, codegen.llvm_get_system_triple()):
+        raise ValueError(f"--mcpu {mcpu}: LLVM does not know this CPU (this machine's: {host_cpu()})")
+    return mcpu
+
+
 def llvm_target(mcpu: str = "generic") -> dict:
     """The llvm target of ``mcpu`` ('generic': TVM's plain llvm, generic x86-64 code; 'host':
     this machine's CPU; else a CPU as LLVM names it)."""
