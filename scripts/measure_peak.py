@@ -3,9 +3,10 @@
 TVM's plain ``llvm`` target compiles for generic x86-64 (SSE2): the roofline's llvm peak
 (``tvm_eqsat.cost.MACHINES``) was calibrated on such code.  With ``-mcpu`` set to the
 machine's CPU, MetaSchedule's kernels use its wider vector units, and compute-bound kernels
-run several times faster while memory-bound ones barely change; the roofline scales its
-peak by the ratio this script measures (``cost.SIMD_PEAK_SPEEDUP``).  Both builds are tuned
-with the same budget and timed in one process, on one machine:
+run several times faster while memory-bound ones barely change, matmuls more than convs and
+depthwise convs least; the roofline's per-kernel peaks (``cost.PEAK_SHARE``) are these
+rates over the generic matmuls'.  Both builds are tuned with the same budget and timed in
+one process, on one machine:
 
     python scripts/measure_peak.py --trials 32      # benchmarks/results/peak-llvm.json
 """
@@ -37,14 +38,25 @@ def _t(*shape: int) -> TensorTy:
     return TensorTy(tuple(shape), "float32")
 
 
-# a square matmul and a ResNet 3x3 conv: compute-bound at any vector width
+# (case, op, attrs, inputs): a square matmul and a ResNet 3x3 conv, compute-bound at any
+# vector width; and the kernels a Winograd F(4x4, 3x3) form of that conv runs, which do
+# not vectorise alike: its input transform, a depthwise 6x6 stride-4 conv (one channel
+# per group), and its batched matmul over channels, one small matmul per tile position
 CASES = [
-    ("Matmul", ("",), (_t(512, 512), _t(512, 512))),
+    ("matmul", "Matmul", ("",), (_t(512, 512), _t(512, 512))),
     (
+        "conv",
         "Conv2d",
         ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", "float32"),
         (_t(1, 64, 56, 56), _t(64, 64, 3, 3)),
     ),
+    (
+        "depthwise",
+        "Conv2d",
+        ((4, 4), (1, 1, 1, 1), (1, 1), 64, "NCHW", "OIHW", "NCHW", "float32"),
+        (_t(1, 64, 56, 56), _t(2304, 1, 6, 6)),
+    ),
+    ("batch-matmul", "Matmul", ("",), (_t(36, 196, 64), _t(36, 64, 64))),
 ]
 
 
@@ -64,24 +76,24 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for mcpu in tqdm(["generic", host], desc="code", unit="target"):
         target = tune.tuning_target(tune.llvm_target(mcpu))
-        for op, attrs, ins in CASES:
+        for case, op, attrs, ins in tqdm(CASES, desc=mcpu, unit="kernel", leave=False):
             w = Workload(op, attrs, ins)
             m = measure(w, target, trials=args.trials, work_dir=f"{args.work_dir}-{mcpu}", repeat=args.repeat)
             work = flops(op, attrs, ins, kernel_out_ty(w))
             rows.append({
-                "mcpu": mcpu, "vector_bits": cost.vector_bits(target), "op": op,
+                "mcpu": mcpu, "vector_bits": cost.vector_bits(target), "case": case, "op": op,
                 "shapes": [list(t.shape) for t in ins], "gflop": round(work / 1e9, 4),
                 "median_us": round(m.median_us, 3), "p10_us": round(m.p10_us, 3), "p90_us": round(m.p90_us, 3),
                 "gflop_per_s": round(work / m.median_us / 1e3, 1),
             })  # fmt: skip
-            tqdm.write(f"{mcpu:>14} {op:8} {rows[-1]['gflop_per_s']:7.1f} GFLOP/s")
+            tqdm.write(f"{mcpu:>14} {case:12} {rows[-1]['gflop_per_s']:7.1f} GFLOP/s")
     speedups = {
-        op: round(
-            next(r for r in rows if r["mcpu"] == host and r["op"] == op)["gflop_per_s"]
-            / next(r for r in rows if r["mcpu"] == "generic" and r["op"] == op)["gflop_per_s"],
+        case: round(
+            next(r for r in rows if r["mcpu"] == host and r["case"] == case)["gflop_per_s"]
+            / next(r for r in rows if r["mcpu"] == "generic" and r["case"] == case)["gflop_per_s"],
             2,
         )
-        for op, _, _ in CASES
+        for case, *_ in CASES
     }
     result = {
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
