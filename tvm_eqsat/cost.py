@@ -92,13 +92,9 @@ MACHINES = {  # (target kind, build flow) -> machine
 # over the generic matmuls' (geometric mean of the two): matmuls 1.0 and 4.4, dense convs
 # 1.1 and 2.8, convs with one input channel per group (depthwise) 0.57 and 1.2, anything
 # else the geometric mean of the three; before, one peak for every kernel, 3.4x for AVX-512.
-# It makes the roofline more wary of Winograd, whose input transform is a depthwise conv:
-# full-size Inception-v3 takes it for one conv fewer, small ResNet-50 on generic code for
-# none.  It does not fix the one wrong choice measured (benchmarks/results/layers-winograd-
-# llvm-emeraldrapids-tuned-t32-f4.md): ResNet-50's 64-channel conv in F(4x4) form, which
-# ran 0.74-0.90x, still predicted 1.6x; the form's three tuned kernels sum to 1.24 ms there
-# against the direct conv's 1.69, yet the whole layer takes 1.8-2.3 ms against 1.6-1.7,
-# a loss between kernels (its 1.8 MB of tiles leave the cache) that no per-kernel price sees.
+# It makes the roofline more wary of Winograd forms whose transforms are depthwise convs:
+# full-size Inception-v3 takes F(4x4) for one conv fewer, small ResNet-50 on generic code
+# for none.
 # The same kernels ran 1.6-2x faster the day before (the VM's speed varies; the ratios held
 # within 30%).  AVX2 is the geometric mean of the two widths (not measured).
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
