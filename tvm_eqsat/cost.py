@@ -92,9 +92,9 @@ MACHINES = {  # (target kind, build flow) -> machine
 # over the generic matmuls' (geometric mean of the two): matmuls 1.0 and 4.4, dense convs
 # 1.1 and 2.8, convs with one input channel per group (depthwise) 0.57 and 1.2, anything
 # else the geometric mean of the three; before, one peak for every kernel, 3.4x for AVX-512.
-# It makes the roofline more wary of Winograd forms whose transforms are depthwise convs:
-# full-size Inception-v3 takes F(4x4) for one conv fewer, small ResNet-50 on generic code
-# for none.
+# It makes the roofline more wary of Winograd forms whose transforms are depthwise convs (with
+# the one-pass F(4x4) transform, full-size Inception-v3 took it for one conv fewer; with the
+# separable one, no model of the suite checked changes its choices).
 # The same kernels ran 1.6-2x faster the day before (the VM's speed varies; the ratios held
 # within 30%).  AVX2 is the geometric mean of the two widths (not measured).
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
