@@ -101,7 +101,9 @@ def trained_dir(tmp_path_factory):
 
 def test_roofline_from_features_is_the_tuned_rooflines_kernel_cost():
     """The residual objective's baseline, computed from feature rows, equals what the tuned
-    roofline charges the same kernel nodes (matmuls and convs, both memory tiers)."""
+    roofline charges the same matmuls (both memory tiers); a dense conv, which the pass's
+    roofline gives its own measured peak, stays within that peak's share of it (the baseline
+    keeps the one peak the shipped residual models learned against)."""
     from tvm_eqsat.xgb_model import roofline_from_features
 
     roofline = cost.RooflineCostModel("llvm", "tuned")
@@ -109,7 +111,10 @@ def test_roofline_from_features_is_the_tuned_rooflines_kernel_cost():
     conv = _conv_workload("NCHW", cin=64, cout=64, size=28)
     items.append((conv.op, conv.attrs, conv.inputs, TensorTy((1, 64, 28, 28), F32)))
     want = [roofline.node_cost(op, attrs, ins, out, False) - cost.EPSILON_US for op, attrs, ins, out in items]
-    np.testing.assert_allclose(roofline_from_features(features.featurize(items)), want, rtol=1e-4)
+    got = roofline_from_features(features.featurize(items))
+    np.testing.assert_allclose(got[:3], want[:3], rtol=1e-4)
+    share = cost.PEAK_SHARE[128]["conv"]
+    assert want[3] < got[3] <= want[3] * share * (1 + 1e-4)  # compute-bound: the baseline's peak is 1.0
 
 
 def test_residual_model_learns_a_correction_to_the_roofline(tmp_path):

@@ -241,7 +241,10 @@ RESIDUAL_MACHINE = ("llvm", "tuned")
 def roofline_from_features(x: np.ndarray, machine: tuple[str, str] = RESIDUAL_MACHINE) -> np.ndarray:
     """The roofline's microseconds for kernels from their feature rows (FLOPs and bytes are
     features, as log2): launch + max(compute, memory at the tier the traffic fits), as
-    ``cost.RooflineCostModel`` prices a kernel node."""
+    ``cost.RooflineCostModel`` prices a kernel node, with the machine's one compute peak for
+    every kernel: the baseline the shipped residual models learned against (the pass's
+    roofline gives each kind of kernel its own peak since 2026-11-27, ``cost.PEAK_SHARE``;
+    a model's correction absorbs the difference, a changed baseline would shift it)."""
     from .cost import MACHINES
 
     flops = np.exp2(x[:, NAMES.index("log_flops")].astype(np.float64))
