@@ -549,12 +549,9 @@ def _mcpu(args) -> str:
 
 def _simd_bits(target: str, mcpu: str) -> int:
     """The vector width of the code the kernels are (what the roofline's peak scales with)."""
-    import tvm
+    from tvm_eqsat.cost import cpu_vector_bits
 
-    from tvm_eqsat.cost import vector_bits
-    from tvm_eqsat.tune import llvm_target
-
-    return vector_bits(tvm.target.Target(llvm_target(mcpu))) if target == "llvm" else 128
+    return cpu_vector_bits(mcpu) if target == "llvm" else 128
 
 
 def _cores() -> int:

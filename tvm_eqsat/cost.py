@@ -129,6 +129,15 @@ def vector_bits(target: tvm.target.Target | None) -> int:
     return 512 if "avx512f" in features else 256 if "avx2" in features else 128
 
 
+def cpu_vector_bits(mcpu: str) -> int:
+    """``vector_bits`` of the llvm target that names ``mcpu`` ('generic': 128)."""
+    if mcpu == "generic":
+        return 128
+    import tvm
+
+    return vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": mcpu}))
+
+
 class RooflineCostModel:
     """FLOPs/bytes against a machine's peaks, shaped by how TVM fuses and folds; in the llvm
     tuned flow, the compute peak of the kernel's class at the target's vector width
@@ -249,11 +258,7 @@ def _trained_code(directory: Path) -> tuple[str, int]:
     its metadata's ``mcpu`` (none: TVM's plain llvm target, generic x86-64, 128 bits)."""
     meta = directory / "metadata.json"
     mcpu = json.loads(meta.read_text()).get("mcpu", "generic") if meta.is_file() else "generic"
-    if mcpu == "generic":
-        return mcpu, 128
-    import tvm
-
-    return mcpu, vector_bits(tvm.target.Target({"kind": "llvm", "mcpu": mcpu}))
+    return mcpu, cpu_vector_bits(mcpu)
 
 
 def _warn_if_other_code(directory: Path, target_kind: str, simd_bits: int) -> None:
