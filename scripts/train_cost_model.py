@@ -106,6 +106,27 @@ def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128)
     )
 
 
+def unmeasured_predictor(choice: str, held_out: dict | None, roofline: dict) -> str:
+    """Who answers for kernels the model has not measured: ``choice`` unless "auto"; then
+    the booster where it ranks held-out kernels at least as well as the roofline (or where
+    nothing could be held out), else the roofline (the model is then its measurements,
+    and the roofline, scaled to them, prices the rest)."""
+    if choice != "auto":
+        return choice
+    if held_out is None or not np.isfinite(held_out["spearman"]):
+        return "booster"
+    return "booster" if held_out["spearman"] >= roofline["spearman"] else "roofline"
+
+
+def roofline_scale(samples, roofline_pred: np.ndarray) -> float:
+    """The median ratio of the bare kernels' measurements to the roofline's estimates: the
+    roofline's launch cost and peaks are rough (0.34 on the emeraldrapids database's small
+    kernels, which its launch cost overprices), so multiplied in, it puts estimated kernels
+    on the measured ones' scale."""
+    kernel = np.array([s.kernel_us for s in samples])
+    return float(np.exp(np.median(np.log(kernel / np.maximum(roofline_pred, 1e-9)))))
+
+
 DECISIVE = 0.05  # layout pairs whose two measurements differ by more than this are the ones that matter
 
 
@@ -315,6 +336,13 @@ def main() -> None:
         help="what the booster learns: log2 latency, or log2 of latency over the tuned roofline (residual)",
     )
     p.add_argument(
+        "--unmeasured",
+        default="auto",
+        choices=["auto", "booster", "roofline"],
+        help="who prices kernels the model has not measured: the booster, or the roofline scaled to the "
+        "measurements (auto: the booster where it ranks held-out kernels at least as well as the roofline)",
+    )
+    p.add_argument(
         "--min-trials",
         type=int,
         default=TUNED_MIN_TRIALS,
@@ -379,6 +407,7 @@ def main() -> None:
     roofline = metrics(y, roofline_pred)
     pairs = layout_pairs(samples)
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
+    unmeasured = unmeasured_predictor(args.unmeasured, overall, roofline)
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(
         samples, args.rounds if base is None else finetune_rounds(args.rounds), base=base, objective=args.objective
@@ -404,6 +433,8 @@ def main() -> None:
         "held_out_by_model_without_grid": without_grid,
         "layout_pairs": choices,
         "random_5_fold": kfold,
+        "unmeasured": unmeasured,
+        "roofline_scale": roofline_scale(samples, roofline_pred),
     }
     model = KernelModel(booster, metadata, measured_table(samples), load_elementwise(dataset.parent))
     model.save(out)
@@ -477,7 +508,18 @@ def main() -> None:
             else "These figures are the roofline times the booster's correction (the correction monotone in the work features, so the product is too). "
         )
         + f"The pass answers the {len(model.measured)} bare kernels of this dataset from their measurements "
-        "(`measured.json`) and asks the booster about the rest.",
+        + (
+            "(`measured.json`) and asks the booster about the rest."
+            if unmeasured == "booster"
+            else f"(`measured.json`) and prices the rest with the roofline times {metadata['roofline_scale']:.2f} "
+            "(the median ratio of the measurements to it), not the booster"
+            + (
+                f", which ranked held-out kernels worse than the roofline (Spearman {overall['spearman']:.3f} against "
+                f"{roofline['spearman']:.3f})."
+                if args.unmeasured == "auto"
+                else " (`--unmeasured roofline`)."
+            )
+        ),
         "",
         (
             f"Element-wise epilogues are priced per element from `elementwise.json` "

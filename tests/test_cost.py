@@ -874,3 +874,45 @@ def test_an_unset_out_dtype_finds_the_spelled_out_measurement():
     assert bare_key("Conv2d", ("NCHW", ""), ins) == bare_key("Conv2d", ("NCHW", "float32"), ins)
     mixed = [TensorTy((2, 512), "int8"), TensorTy((512, 512), "float32")]
     assert bare_key("Matmul", ("",), mixed) != bare_key("Matmul", ("int8",), mixed)
+
+
+def test_a_model_that_lost_to_the_roofline_is_its_measurements():
+    """Metadata ``unmeasured: roofline`` (a booster that ranked held-out kernels worse than
+    the roofline): measured kernels cost their measurements, every other kernel the
+    roofline at the target's vector width times ``roofline_scale``; the booster is never
+    asked (there is none here)."""
+    from tvm_eqsat.xgb_model import bare_key
+
+    op, attrs, ins, out = _matmul(64, 64, 64)
+    meta = {"unmeasured": "roofline", "roofline_scale": 3.0}
+    model = cost.LearnedCostModel(KernelModel(None, meta, {bare_key(op, attrs, ins): 7.0}), "llvm", "tuned", 512)
+    assert model.node_cost(op, attrs, ins, out, False) == pytest.approx(7.0)
+    other = _matmul(128, 64, 256)
+    roof = cost.RooflineCostModel("llvm", "tuned", 512).node_cost(*other, False)
+    assert model.node_cost(*other, False) == pytest.approx(3.0 * roof)
+    assert roof != cost.RooflineCostModel("llvm", "tuned", 128).node_cost(*other, False)
+
+
+def test_the_booster_answers_unmeasured_kernels_only_where_it_beat_the_roofline():
+    """``train_cost_model.unmeasured_predictor``: auto keeps the booster where its held-out
+    Spearman is at least the roofline's or nothing was held out; an explicit choice wins;
+    ``roofline_scale`` is the median ratio of the bare kernels' measurements to the roofline."""
+    tcm = load_script("train_cost_model")
+    assert tcm.unmeasured_predictor("auto", {"spearman": 0.45}, {"spearman": 0.6}) == "roofline"
+    assert tcm.unmeasured_predictor("auto", {"spearman": 0.9}, {"spearman": 0.6}) == "booster"
+    assert tcm.unmeasured_predictor("auto", None, {"spearman": 0.6}) == "booster"
+    assert tcm.unmeasured_predictor("roofline", {"spearman": 0.9}, {"spearman": 0.6}) == "roofline"
+    op, attrs, ins, out = _matmul(8, 8, 8)
+    samples = [Sample("m", "s", Workload(op, attrs, ins), out, us, 0.0) for us in (2.0, 8.0, 40.0)]
+    assert tcm.roofline_scale(samples, np.array([1.0, 2.0, 4.0])) == pytest.approx(4.0)
+
+
+def test_the_shipped_avx512_model_is_found_for_its_cpu_and_prices_layouts():
+    """``cost_models/llvm-emeraldrapids`` (trained on that CPU's committed tuning database)
+    is what ``xgb`` loads for an ``-mcpu=emeraldrapids`` target, records its CPU, and has
+    measured convs in both layouts, so the layout family runs under it."""
+    directory = cost.shipped_model_dir("llvm", "tuned", "emeraldrapids")
+    assert directory is not None and directory.name == "llvm-emeraldrapids"
+    model = cost.make_cost_model("xgb", "llvm", "tuned", 512, "emeraldrapids")
+    assert model.kernels.metadata["mcpu"] == "emeraldrapids"
+    assert cost.prices_layouts(model)

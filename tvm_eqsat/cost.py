@@ -180,13 +180,27 @@ class LearnedCostModel:
     their measured latency where the kernel is one of them); everything else
     (element-wise epilogues, views, constants, opaque calls) as the roofline costs
     it, plus, for element-wise ops, their measured compute per element (a tanh is
-    no cheaper fused than alone).  Predictions are memoised; ``prepare`` batches them."""
+    no cheaper fused than alone).  Predictions are memoised; ``prepare`` batches them.
+
+    A model whose booster ranked held-out kernels worse than the roofline (metadata
+    ``unmeasured: "roofline"``, set by ``train_cost_model.py``) answers for its measured
+    kernels only: the rest cost the roofline at the target's vector width times
+    ``roofline_scale``, the median ratio of the measurements to it, so that measured and
+    estimated kernels compare on one scale.  That is a tuning database read back as
+    costs: the pass picks, kernel by kernel, the form (an NCHW or NHWC conv) that was
+    measured faster."""
 
     name = "xgb"
 
-    def __init__(self, kernel_model, target_kind: str, flow: str = "tuned") -> None:
+    def __init__(self, kernel_model, target_kind: str, flow: str = "tuned", simd_bits: int = 128) -> None:
         self.kernels = kernel_model
         self.fallback = RooflineCostModel(target_kind, flow)
+        meta = getattr(kernel_model, "metadata", None) or {}
+        self.unmeasured: RooflineCostModel | None = None
+        self.roofline_scale = 1.0
+        if meta.get("unmeasured") == "roofline":
+            self.unmeasured = RooflineCostModel(target_kind, flow, simd_bits)
+            self.roofline_scale = float(meta.get("roofline_scale", 1.0))
         self._memo: dict[tuple, float] = {}
 
     def _is_kernel(self, op: str, in_tys, out_ty, is_const: bool) -> bool:
@@ -203,7 +217,10 @@ class LearnedCostModel:
                     self._memo[key] = measured
                 else:
                     todo[key] = (op, attrs, in_tys, out_ty)
-        if todo:
+        if todo and self.unmeasured is not None:
+            r = self.unmeasured
+            self._memo.update({k: self.roofline_scale * r.node_cost(*item, False) for k, item in todo.items()})
+        elif todo:
             costs = self.kernels.predict_us(featurize(list(todo.values())))
             self._memo.update(zip(todo, (float(c) for c in costs)))
 
@@ -308,9 +325,9 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits:
                 log.warning("no learned cost model shipped for %s (%s flow); using the roofline", target_kind, flow)
             return RooflineCostModel(target_kind, flow, simd_bits)
         _warn_if_other_code(directory, target_kind, simd_bits)
-        return LearnedCostModel(KernelModel.load(directory), target_kind, flow)
+        return LearnedCostModel(KernelModel.load(directory), target_kind, flow, simd_bits)
     path = Path(spec)
     if path.is_dir() and (path / "model.json").is_file():
         _warn_if_other_code(path, target_kind, simd_bits)
-        return LearnedCostModel(KernelModel.load(path), target_kind, flow)
+        return LearnedCostModel(KernelModel.load(path), target_kind, flow, simd_bits)
     raise ValueError(f"cost_model={spec!r}: expected one of {COST_MODELS} or a directory with model.json")
