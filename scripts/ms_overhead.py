@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -115,12 +117,7 @@ def main() -> None:
             )
             logging.info("%s", rows[-1])
     result = {
-        "command": "python scripts/ms_overhead.py "
-        + " ".join(
-            f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
-            for k, v in vars(args).items()
-            if k in ("trials", "settings", "kernels", "seeds", "mcpu")
-        ),
+        "command": "python scripts/ms_overhead.py " + shlex.join(sys.argv[1:]),  # as run, --out included
         "provenance": provenance.record(),
         "rows": rows,
     }
