@@ -130,6 +130,25 @@ def roofline_scale(samples, roofline_pred: np.ndarray) -> float:
 DECISIVE = 0.05  # layout pairs whose two measurements differ by more than this are the ones that matter
 
 
+def repeatability(samples, again) -> dict | None:
+    """How well one tuning's record of a kernel predicts another, independent tuning's
+    (``again``: the same kernels from a database tuned with another seed, the benchmark's
+    A/A control): the ceiling of any model of a single tuning's time, since the tuning
+    lottery is in every label.  None when the two share fewer than 3 kernels."""
+    first = {s.workload.key(): s.median_us for s in samples}
+    common = [(first[k], s.median_us) for s in again if (k := s.workload.key()) in first]
+    if len(common) < 3:
+        return None
+    a, b = np.array(common).T
+    ratio = np.maximum(a, b) / np.minimum(a, b)
+    return {
+        **metrics(a, b),
+        "median_ratio": float(np.median(ratio)),
+        "over_1_5x": float(np.mean(ratio > 1.5)),
+        "over_2x": float(np.mean(ratio > 2.0)),
+    }
+
+
 def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dict:
     """How each predictor orders the (NCHW, NHWC) pairs: the share ordered as measured
     (a tie counts as wrong: it leaves the choice to chance), the ties, the share right
@@ -322,6 +341,13 @@ def main() -> None:
         help="with --from-database: the eqsat variant's rule families or rules, as given to benchmark.py --rules",
     )
     p.add_argument(
+        "--aa-database",
+        metavar="DIR",
+        default=None,
+        help="with --from-database: a second database of the same models tuned independently (the benchmark's "
+        "stock-aa); the report says how well one tuning's records predict the other's, the labels' ceiling",
+    )
+    p.add_argument(
         "--retime",
         type=int,
         default=0,
@@ -374,6 +400,14 @@ def main() -> None:
         out = Path(args.out or ROOT / "cost_models" / name)
         dataset = Path(args.dataset or ROOT / "cost_models" / name / "dataset.csv")
     samples = load_dataset(dataset, min_trials=args.min_trials)
+    again = None
+    if args.aa_database:
+        if not args.from_database:
+            raise SystemExit("--aa-database compares two databases: give --from-database too")
+        aa_dataset = dataset.with_name(dataset.stem + "-aa.csv")
+        names = args.models or sorted(models.MODELS)
+        harvest_dataset(args.aa_database, names, args.small, args.target, aa_dataset, 0, args.rules, mcpu)
+        again = repeatability(samples, load_dataset(aa_dataset, min_trials=args.min_trials))
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
         raise SystemExit(
@@ -435,6 +469,8 @@ def main() -> None:
         "random_5_fold": kfold,
         "unmeasured": unmeasured,
         "roofline_scale": roofline_scale(samples, roofline_pred),
+        "aa_database": args.aa_database,
+        "tuned_twice": again,
     }
     model = KernelModel(booster, metadata, measured_table(samples), load_elementwise(dataset.parent))
     model.save(out)
@@ -502,6 +538,7 @@ def main() -> None:
         "",
         "Targets (issue): held out by model, Spearman >= 0.95 and >= 80% within 20%; choice pairs >= 90% ordered right.",
         "",
+        *_tuned_twice_lines(again, args.aa_database),
         (
             "These figures are the booster's (monotone in the work features, see `tvm_eqsat/features.py`). "
             if args.objective == "latency"
@@ -545,6 +582,29 @@ def main() -> None:
     ]
     (out / "REPORT.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def _tuned_twice_lines(again: dict | None, aa_database: str | None) -> list[str]:
+    """The report's paragraph on the labels' own repeatability (``--aa-database``)."""
+    if aa_database is None:
+        return []
+    if again is None:
+        return [f"`{aa_database}` (`--aa-database`) shares fewer than 3 kernels with this dataset.", ""]
+    return [
+        f"**The labels' ceiling.** {again['n']} of these kernels were also tuned independently, with another "
+        f"seed and the same budget (`{aa_database}`). One tuning's record taken as the prediction of the other's "
+        "(as well as a model can do that is asked before the tuning draws its schedules) scores:",
+        "",
+        "| split | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
+        "|---|---|---|---|---|---|---|---|",
+        _row("one tuning for the other", again),
+        "",
+        f"The two records of a kernel differ by {again['median_ratio']:.2f}x at the median; "
+        f"{again['over_1_5x'] * 100:.0f}% differ by more than 1.5x and {again['over_2x'] * 100:.0f}% by more than 2x. "
+        "No model of one tuning's records scores above this row; a target above it asks for labels with less "
+        "lottery in them (the best of several tunings, or more trials), not for a better model.",
+        "",
+    ]
 
 
 def _flows(dataset: Path, min_trials: int = 0) -> list[str]:

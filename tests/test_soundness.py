@@ -1,7 +1,11 @@
 """Never wrong: rule interactions, analyses that refuse nonsense, alarms that name the
 rule, translation validation, and the interaction fuzzer (a seeded run)."""
 
+import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -335,12 +339,22 @@ def test_fuzz_programs_cover_what_the_issue_asks():
     assert {"concat", "split", "matmul", "param", "const", "batch_norm", "add", "max_pool2d"} <= ops
 
 
-def test_fuzz_seeded_run_finds_nothing():
-    """A short seeded run of scripts/fuzz.py (every family, both modes); long runs are
+def test_fuzz_seeded_run_finds_nothing(tmp_path):
+    """A short seeded run of scripts/fuzz.py (every family, both modes), its seeds split
+    between two processes (one per core: compiling the graphs is serial); long runs are
     ``python scripts/fuzz.py --seeds N``."""
-    result = fuzz.run_cases(range(48), shrink_s=60)
-    assert result["stats"]["graphs"] == 48
-    assert not result["findings"], result["findings"]
+    scripts = Path(fuzz.__file__).parent
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import fuzz; "
+        "r = fuzz.run_cases(range(int(sys.argv[2]), 48, 2), shrink_s=60); open(sys.argv[3], 'w').write(json.dumps(r))"
+    )
+    outs = [tmp_path / f"part{i}.json" for i in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(scripts), str(i), str(outs[i])]) for i in range(2)]
+    assert [p.wait(timeout=900) for p in procs] == [0, 0]
+    results = [json.loads(o.read_text()) for o in outs]
+    assert sum(r["stats"]["graphs"] for r in results) == 48
+    findings = [f for r in results for f in r["findings"]]
+    assert not findings, findings
 
 
 def test_fp16_differences_are_judged_against_exact_arithmetic():
