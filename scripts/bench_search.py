@@ -2,7 +2,7 @@
 
 For every model and dataflow block: grow the e-graph with ``saturate`` and with
 ``mcts`` (each preset or variant asked for, several seeds) under the same node
-limit, extract with the pass's final extractor (ILP, roofline costs, llvm) and
+limit, extract with the pass's final extractor (ILP; roofline costs, or ``--cost-model``) and
 record the predicted cost, the e-graph size, the search time and, for MCTS, the
 rule families it applied in order.
 
@@ -40,13 +40,15 @@ from dataclasses import asdict
 from tqdm import tqdm
 
 from tvm_eqsat import models, provenance
-from tvm_eqsat.cost import make_cost_model
+from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, prices_layouts
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.graph import Unsupported, graph_from_block
 from tvm_eqsat.mcts import MCTS_PRESETS, mcts_config
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import grow
+from tvm_eqsat.transform import default_families
+from tvm_eqsat.tune import llvm_target
 
 SMALL = [
     "bert-small", "resnext50", "inception-v3", "nasnet-a", "nasrnn",
@@ -152,7 +154,11 @@ def block_limits(graph, library, rules: list[str]) -> tuple[int, int, dict[str, 
     return initial, saturated, limits
 
 
-def bench_model(name, full, library, variants, rules, seeds, repeat, cost, ilp_s, cache, cache_path) -> list[dict]:
+def bench_model(
+    name, full, library, variants, rules, seeds, repeat, cost, ilp_s, cache, cache_path, prefix=""
+) -> list[dict]:
+    """Rows of every variant at every limit on one model; ``prefix`` keys the cache by the
+    cost model and rules (empty for the roofline with every family)."""
     scale = "full" if full else "small"
     blocks = model_blocks(name, full)
     if not blocks:
@@ -170,7 +176,7 @@ def bench_model(name, full, library, variants, rules, seeds, repeat, cost, ilp_s
                 if rep < (repeat if search == "saturate" else seeds):
                     jobs.append((spec, search, kwargs, rep))
         for spec, search, kwargs, rep in jobs:
-            key = f"{scale}|{name}|{rule}|{spec}|{rep}"
+            key = f"{prefix}{scale}|{name}|{rule}|{spec}|{rep}"
             if key in cache:
                 rows.append(cache[key])
                 continue
@@ -209,9 +215,12 @@ PASS_FIELDS = [
 ]  # fmt: skip
 
 
-def pass_check(name: str, library, rules: list[str], variants: list[str]) -> list[dict]:
-    """The whole pass (``tvm_eqsat.optimize``) on a small model with each search: end-to-end seconds."""
+def pass_check(name: str, library, rules: list[str], variants: list[str], setup: dict | None = None) -> list[dict]:
+    """The whole pass (``tvm_eqsat.optimize``) on a small model with each search: end-to-end seconds.
+    ``setup``: the target, cost model and rule families the pass runs with (default: its own)."""
     import tvm_eqsat
+
+    setup = setup or {"target": "llvm"}
 
     model = models.SMALL[name]()
     blocks = model_blocks(name, False)
@@ -225,7 +234,7 @@ def pass_check(name: str, library, rules: list[str], variants: list[str]) -> lis
             if set(kwargs) - {"mcts_preset"}:
                 continue  # the pass takes a preset, not single settings
             t = time.perf_counter()
-            _, report = tvm_eqsat.optimize(model.mod, "llvm", search=search, node_limit=limit, **kwargs)
+            _, report = tvm_eqsat.optimize(model.mod, search=search, node_limit=limit, **setup, **kwargs)
             wall = time.perf_counter() - t
             f = report.functions["main"]
             rows.append({
@@ -358,7 +367,7 @@ def summarise(rows: list[dict], variants: list[str], baseline: str = "saturate")
 
 def markdown(lines, verdicts, state_rows, pass_rows, pushpop_rows, sidecar) -> str:
     out = [
-        "# Search: saturation vs. MCTS (llvm, roofline costs, ILP extraction)",
+        f"# Search: saturation vs. MCTS ({sidecar['cost_model']} costs, ILP extraction)",
         "",
         f"Command: `{sidecar['command']}`  ",
         f"Machine: {sidecar['machine']}, {sidecar['cpus']} cores, shared with other jobs "
@@ -466,8 +475,8 @@ def markdown(lines, verdicts, state_rows, pass_rows, pushpop_rows, sidecar) -> s
             "",
             "## The whole pass (`tvm_eqsat.optimize`, small models, seed 0)",
             "",
-            'Wall seconds of `optimize(mod, "llvm", search=..., mcts_preset=..., node_limit=...)`: '
-            "conversion, e-graph building, growth, ILP extraction and rebuilding.",
+            "Wall seconds of `optimize(mod, target, search=..., mcts_preset=..., node_limit=...)` with the cost "
+            "model and rule families above: conversion, e-graph building, growth, ILP extraction and rebuilding.",
             "",
             "| model | limit | search | wall s | grow s | extract s | cost before | cost after | e-nodes | stop |",
             "|---|---|---|---|---|---|---|---|---|---|",
@@ -519,13 +528,37 @@ def main(argv=None) -> None:
         action="store_true",
         help="skip running the whole pass (optimize) on each small model with each preset",
     )
+    parser.add_argument(
+        "--cost-model",
+        default="roofline",
+        help="what extraction and MCTS's rewards price nodes with: roofline, xgb (the shipped tuned-flow model of "
+        "--mcpu's code, which prices layouts where it has measured them) or a model directory",
+    )
+    parser.add_argument("--mcpu", default="generic", help="the llvm target's CPU (its vector width and shipped model)")
+    parser.add_argument(
+        "--rules",
+        nargs="+",
+        default=["all"],
+        help="rule families or rules: 'all' (every family in rules/), 'default' (the pass's default set for the "
+        "llvm tuned flow and this cost model), or names",
+    )
     parser.add_argument("--cache", default="/tmp/bench_search_cache.jsonl", help="resume from here ('' for none)")
     parser.add_argument("--out", default="benchmarks/results/search-llvm.csv")
     args = parser.parse_args(argv)
     for spec in args.variants:
         parse_variant(spec)
+    cost = make_cost_model(args.cost_model, "llvm", "tuned", cpu_vector_bits(args.mcpu), args.mcpu)
     library = load_library()
-    cost = make_cost_model("roofline", "llvm")
+    if args.rules == ["default"]:
+        library = library.select(default_families("llvm", "tuned", prices_layouts(cost)))
+    elif args.rules != ["all"]:
+        library = library.select(args.rules)
+    setup = {"target": llvm_target(args.mcpu), "cost_model": args.cost_model, "rules": tuple(library.families)}
+    prefix = (
+        ""
+        if (args.cost_model, args.mcpu, args.rules) == ("roofline", "generic", ["all"])
+        else (f"{args.cost_model}|{args.mcpu}|{','.join(library.families)}|")
+    )
     cache = {}
     if args.cache and os.path.exists(args.cache):
         with open(args.cache) as f:
@@ -540,20 +573,22 @@ def main(argv=None) -> None:
     for name, full in tqdm(todo, desc="models"):
         rows.extend(
             bench_model(name, full, library, args.variants, args.limits, args.seeds, args.repeat, cost,
-                        args.ilp_limit, cache, args.cache)
+                        args.ilp_limit, cache, args.cache, prefix)
         )  # fmt: skip
     state_rows = []
     for item in tqdm(args.state_ab, desc="state a/b"):
         name, rule = item.split(":")
         specs = ["mcts:default:state=replay", "mcts:default:state=stack", "mcts:default:state=auto"]
         state_rows.extend(
-            bench_model(name, False, library, specs, [rule], args.seeds, 0, cost, args.ilp_limit, cache, args.cache)
+            bench_model(
+                name, False, library, specs, [rule], args.seeds, 0, cost, args.ilp_limit, cache, args.cache, prefix
+            )
         )
     pass_rows = []
     if not args.no_pass_check:
         specs = [v for v in args.variants if set(parse_variant(v)[1]) <= {"mcts_preset"}]
         for name in tqdm(args.models, desc="pass"):
-            pass_rows.extend(pass_check(name, library, args.limits, specs))
+            pass_rows.extend(pass_check(name, library, args.limits, specs, setup))
     pushpop_rows = pushpop_micro(args.pushpop, library) if args.pushpop else []
     for r in state_rows:  # the same search either way: same actions, same cost
         twin = [s for s in state_rows if s["model"] == r["model"] and s["seed"] == r["seed"] and s is not r]
@@ -579,7 +614,7 @@ def main(argv=None) -> None:
     sidecar = {
         **provenance.record(),
         "load_average_at_start": load_start,
-        "cost_model": "roofline (llvm)",
+        "cost_model": f"{args.cost_model} (llvm, mcpu {args.mcpu})",
         "final_extractor": f"ilp ({args.ilp_limit} s limit)",
         "rule_families": dict(sorted(Counter(r.family for r in library.rules).items())),
         "presets": {k: asdict(v) for k, v in MCTS_PRESETS.items()},

@@ -178,9 +178,10 @@ class RooflineCostModel:
 class LearnedCostModel:
     """Kernel nodes costed by the XGBoost model trained on TVM-measured kernels (by
     their measured latency where the kernel is one of them); everything else
-    (element-wise epilogues, views, constants, opaque calls) as the roofline costs
-    it, plus, for element-wise ops, their measured compute per element (a tanh is
-    no cheaper fused than alone).  Predictions are memoised; ``prepare`` batches them.
+    (element-wise epilogues, views, constants, opaque calls) as the roofline of the
+    target's vector width costs it, plus, for element-wise ops, their measured compute
+    per element (a tanh is no cheaper fused than alone).  Predictions are memoised;
+    ``prepare`` batches them.
 
     A model whose booster ranked held-out kernels worse than the roofline (metadata
     ``unmeasured: "roofline"``, set by ``train_cost_model.py``) answers for its measured
@@ -194,12 +195,12 @@ class LearnedCostModel:
 
     def __init__(self, kernel_model, target_kind: str, flow: str = "tuned", simd_bits: int = 128) -> None:
         self.kernels = kernel_model
-        self.fallback = RooflineCostModel(target_kind, flow)
+        self.fallback = RooflineCostModel(target_kind, flow, simd_bits)
         meta = getattr(kernel_model, "metadata", None) or {}
         self.unmeasured: RooflineCostModel | None = None
         self.roofline_scale = 1.0
         if meta.get("unmeasured") == "roofline":
-            self.unmeasured = RooflineCostModel(target_kind, flow, simd_bits)
+            self.unmeasured = self.fallback
             self.roofline_scale = float(meta.get("roofline_scale", 1.0))
         self._memo: dict[tuple, float] = {}
 
