@@ -106,11 +106,24 @@ def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128)
     )
 
 
+MIN_BIG = 10  # long kernels needed to judge the predictors on them alone
+
+
+def judged_on(held_out: dict | None, roofline: dict, held_out_big: dict | None, roofline_big: dict | None):
+    """The held-out and roofline scores the predictors are judged on: the kernels of
+    ``BIG_US`` or more where there are ``MIN_BIG`` of them (most of a model's time is
+    there; tiny kernels rank by launch overhead), else all.  Returns (held out, roofline,
+    what they cover)."""
+    if held_out_big is not None and roofline_big is not None and held_out_big["n"] >= MIN_BIG:
+        return held_out_big, roofline_big, f"the kernels of {BIG_US:g} us or more"
+    return held_out, roofline, "all kernels"
+
+
 def unmeasured_predictor(choice: str, held_out: dict | None, roofline: dict) -> str:
     """Who answers for kernels the model has not measured: ``choice`` unless "auto"; then
     the booster where it ranks held-out kernels at least as well as the roofline (or where
     nothing could be held out), else the roofline (the model is then its measurements,
-    and the roofline, scaled to them, prices the rest)."""
+    and the roofline, scaled to them, prices the rest).  The scores are ``judged_on``'s."""
     if choice != "auto":
         return choice
     if held_out is None or not np.isfinite(held_out["spearman"]):
@@ -446,7 +459,8 @@ def main() -> None:
     roofline = metrics(y, roofline_pred)
     pairs = layout_pairs(samples)
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
-    unmeasured = unmeasured_predictor(args.unmeasured, overall, roofline)
+    judged = judged_on(overall, roofline, _big(y, pred) if overall else None, _big(y, roofline_pred))
+    unmeasured = unmeasured_predictor(args.unmeasured, judged[0], judged[1])
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(
         samples, args.rounds if base is None else finetune_rounds(args.rounds), base=base, objective=args.objective
@@ -473,6 +487,7 @@ def main() -> None:
         "layout_pairs": choices,
         "random_5_fold": kfold,
         "unmeasured": unmeasured,
+        "unmeasured_judged_on": judged[2] if args.unmeasured == "auto" else None,
         "roofline_scale": roofline_scale(samples, roofline_pred),
         "aa_database": args.aa_database,
         "tuned_twice": again,
@@ -553,13 +568,19 @@ def main() -> None:
         )
         + f"The pass answers the {len(model.measured)} bare kernels of this dataset from their measurements "
         + (
-            "(`measured.json`) and asks the booster about the rest."
+            "(`measured.json`) and asks the booster about the rest"
+            + (
+                f", which ranked held-out kernels at least as well as the roofline ({judged[2]}: Spearman "
+                f"{judged[0]['spearman']:.3f} against {judged[1]['spearman']:.3f})."
+                if args.unmeasured == "auto" and judged[0] is not None
+                else "."
+            )
             if unmeasured == "booster"
             else f"(`measured.json`) and prices the rest with the roofline times {metadata['roofline_scale']:.2f} "
             "(the median ratio of the measurements to it), not the booster"
             + (
-                f", which ranked held-out kernels worse than the roofline (Spearman {overall['spearman']:.3f} against "
-                f"{roofline['spearman']:.3f})."
+                f", which ranked held-out kernels worse than the roofline ({judged[2]}: Spearman "
+                f"{judged[0]['spearman']:.3f} against {judged[1]['spearman']:.3f})."
                 if args.unmeasured == "auto"
                 else " (`--unmeasured roofline`)."
             )

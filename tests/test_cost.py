@@ -895,13 +895,21 @@ def test_a_model_that_lost_to_the_roofline_is_its_measurements():
 
 def test_the_booster_answers_unmeasured_kernels_only_where_it_beat_the_roofline():
     """``train_cost_model.unmeasured_predictor``: auto keeps the booster where its held-out
-    Spearman is at least the roofline's or nothing was held out; an explicit choice wins;
+    Spearman is at least the roofline's (on the kernels of 10 us or more where there are
+    enough of them, ``judged_on``) or nothing was held out; an explicit choice wins;
     ``roofline_scale`` is the median ratio of the bare kernels' measurements to the roofline."""
     tcm = load_script("train_cost_model")
     assert tcm.unmeasured_predictor("auto", {"spearman": 0.45}, {"spearman": 0.6}) == "roofline"
     assert tcm.unmeasured_predictor("auto", {"spearman": 0.9}, {"spearman": 0.6}) == "booster"
     assert tcm.unmeasured_predictor("auto", None, {"spearman": 0.6}) == "booster"
     assert tcm.unmeasured_predictor("roofline", {"spearman": 0.9}, {"spearman": 0.6}) == "roofline"
+    # judged on the long kernels where there are enough of them: there the roofline can win
+    overall, roof = {"n": 100, "spearman": 0.91}, {"n": 100, "spearman": 0.90}
+    big, roof_big = {"n": 40, "spearman": 0.57}, {"n": 40, "spearman": 0.82}
+    judged = tcm.judged_on(overall, roof, big, roof_big)
+    assert judged[:2] == (big, roof_big) and tcm.unmeasured_predictor("auto", *judged[:2]) == "roofline"
+    few = {"n": tcm.MIN_BIG - 1, "spearman": 0.57}
+    assert tcm.judged_on(overall, roof, few, roof_big)[:2] == (overall, roof)
     op, attrs, ins, out = _matmul(8, 8, 8)
     samples = [Sample("m", "s", Workload(op, attrs, ins), out, us, 0.0) for us in (2.0, 8.0, 40.0)]
     assert tcm.roofline_scale(samples, np.array([1.0, 2.0, 4.0])) == pytest.approx(4.0)
