@@ -363,7 +363,8 @@ def main() -> None:
         metavar="DIR",
         default=None,
         help="with --from-database: a second database of the same models tuned independently (the benchmark's "
-        "stock-aa); the report says how well one tuning's records predict the other's, the labels' ceiling",
+        "stock-aa); the report says how well one tuning's records predict the other's, the labels' ceiling "
+        "(with --retime, both timed afresh: the search's lottery without the tuner's measurement noise)",
     )
     p.add_argument(
         "--retime",
@@ -424,7 +425,7 @@ def main() -> None:
             raise SystemExit("--aa-database compares two databases: give --from-database too")
         aa_dataset = dataset.with_name(dataset.stem + "-aa.csv")
         names = args.models or sorted(models.MODELS)
-        harvest_dataset(args.aa_database, names, args.small, args.target, aa_dataset, 0, args.rules, mcpu)
+        harvest_dataset(args.aa_database, names, args.small, args.target, aa_dataset, args.retime, args.rules, mcpu)
         again = repeatability(samples, load_dataset(aa_dataset, min_trials=args.min_trials))
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
