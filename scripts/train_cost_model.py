@@ -106,6 +106,7 @@ def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128)
     )
 
 
+BIG_US = 10.0  # kernels at least this long: where most of a model's time is, and where 64 trials leave most to chance
 MIN_BIG = 10  # long kernels needed to judge the predictors on them alone
 
 
@@ -141,9 +142,6 @@ def roofline_scale(samples, roofline_pred: np.ndarray) -> float:
 
 
 DECISIVE = 0.05  # layout pairs whose two measurements differ by more than this are the ones that matter
-
-
-BIG_US = 10.0  # kernels at least this long: where most of a model's time is, and where 64 trials leave most to chance
 
 
 def repeatability(samples, again) -> dict | None:
@@ -621,7 +619,7 @@ def _tuned_twice_lines(again: dict | None, aa_database: str | None) -> list[str]
         return [f"`{aa_database}` (`--aa-database`) shares fewer than 3 kernels with this dataset.", ""]
     return [
         f"**The labels' ceiling.** {again['n']} of these kernels were also tuned independently, with another "
-        f"seed and the same budget (`{aa_database}`). One tuning's record taken as the prediction of the other's "
+        f"seed and the same budget (`{aa_database}`). One tuning's time taken as the prediction of the other's "
         "(as well as a model can do that is asked before the tuning draws its schedules) scores:",
         "",
         "| split | kernels | Spearman | pairwise acc. | median rel. err | p90 rel. err | within 10% | within 20% |",
@@ -629,9 +627,9 @@ def _tuned_twice_lines(again: dict | None, aa_database: str | None) -> list[str]
         _row("one tuning for the other", again),
         *([_row(f"the same, kernels >= {BIG_US:g} us", again["big"])] if again["big"] else []),
         "",
-        f"The two records of a kernel differ by {again['median_ratio']:.2f}x at the median; "
+        f"The two times of a kernel differ by {again['median_ratio']:.2f}x at the median; "
         f"{again['over_1_5x'] * 100:.0f}% differ by more than 1.5x and {again['over_2x'] * 100:.0f}% by more than 2x. "
-        "No model of one tuning's records scores above this row; a target above it asks for labels with less "
+        "No model of one tuning's times scores above this row; a target above it asks for labels with less "
         "lottery in them (the best of several tunings, or more trials), not for a better model."
         + (
             f" The kernels of {BIG_US:g} us or more, where most of a model's time is, agree least: "
