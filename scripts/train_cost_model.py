@@ -155,10 +155,9 @@ def repeatability(samples, again) -> dict | None:
         return None
     a, b = np.array(common).T
     ratio = np.maximum(a, b) / np.minimum(a, b)
-    big = a >= BIG_US
     return {
         **metrics(a, b),
-        "big": metrics(a[big], b[big]) if big.sum() > 2 else None,
+        "big": _big(a, b),
         "median_ratio": float(np.median(ratio)),
         "over_1_5x": float(np.mean(ratio > 1.5)),
         "over_2x": float(np.mean(ratio > 2.0)),

@@ -197,11 +197,10 @@ class LearnedCostModel:
         self.kernels = kernel_model
         self.fallback = RooflineCostModel(target_kind, flow, simd_bits)
         meta = getattr(kernel_model, "metadata", None) or {}
-        self.unmeasured: RooflineCostModel | None = None
-        self.roofline_scale = 1.0
-        if meta.get("unmeasured") == "roofline":
-            self.unmeasured = self.fallback
-            self.roofline_scale = float(meta.get("roofline_scale", 1.0))
+        # None: the booster prices unmeasured kernels; else the fallback roofline times this
+        self.roofline_scale: float | None = (
+            float(meta.get("roofline_scale", 1.0)) if meta.get("unmeasured") == "roofline" else None
+        )
         self._memo: dict[tuple, float] = {}
 
     def _is_kernel(self, op: str, in_tys, out_ty, is_const: bool) -> bool:
@@ -218,8 +217,8 @@ class LearnedCostModel:
                     self._memo[key] = measured
                 else:
                     todo[key] = (op, attrs, in_tys, out_ty)
-        if todo and self.unmeasured is not None:
-            r = self.unmeasured
+        if todo and self.roofline_scale is not None:
+            r = self.fallback
             self._memo.update({k: self.roofline_scale * r.node_cost(*item, False) for k, item in todo.items()})
         elif todo:
             costs = self.kernels.predict_us(featurize(list(todo.values())))
