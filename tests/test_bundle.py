@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import tvm
 from helpers import const, load_script, module, tensor
 from tvm.relax import op as R
 
@@ -156,6 +158,59 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     args = verify.random_inputs(mod["main"])
     got = vm["main"](*[tvm.runtime.tensor(a) for a in args]).numpy()
     np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)
+
+
+CUDA = {"kind": "cuda", "arch": "sm_90"}
+
+
+def test_the_stock_schedule_is_made_on_a_copy_of_the_kernel():
+    """dlight's pass schedules the module it is given in place.  The baseline must not
+    touch the task's workload, which MetaSchedule samples next and the records name: that
+    sharing once made every CUDA candidate dlight's own schedule (no GPU needed)."""
+    from tvm_eqsat import batch_tune
+
+    (task,) = batch_tune.extract_tasks([_mlp()], CUDA, batch_tune.heavy)
+    workload = task.dispatched[0]
+    before = workload.script()
+    base = batch_tune.default_scheduled(workload, tvm.target.Target(CUDA))
+    assert workload.script() == before
+    assert "threadIdx" in base.script() and "threadIdx" not in before
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel(tmp_path):
+    """A CUDA candidate bundle (compiled here, not run): each candidate is a schedule
+    MetaSchedule sampled, not the stock one, and a candidate recorded from (made-up)
+    device times is found under the unscheduled kernel, where the tuned build looks."""
+    import gzip
+
+    from tvm_eqsat import batch_tune, tune
+
+    (task,) = batch_tune.extract_tasks([_mlp()], CUDA, batch_tune.heavy)
+    path = batch_tune.candidate_bundle([task], CUDA, tmp_path / "b", n=4)
+    info = json.loads(gzip.decompress((path / batch_tune.CANDIDATES).read_bytes()))
+    (fresh,) = batch_tune.extract_tasks([_mlp()], CUDA, batch_tune.heavy)  # the kernel as the tuned build sees it
+    kernel = fresh.dispatched[0]
+    assert tvm.ir.load_json(info["workloads"][0]).script() == kernel.script()
+    names = [c["name"] for c in info["candidates"]]
+    assert len(names) >= 2 and len({json.dumps(c["trace"]) for c in info["candidates"]}) == len(names)
+    with tarfile.open(path / bundle.SOLID) as tar:
+        tar.extractall(tmp_path / "x", filter="data")
+    text = b"".join(lib.read_bytes() for lib in (tmp_path / "x").rglob("*.so")).decode("latin-1")
+    bodies = {}  # each kernel's CUDA code, its own name taken out
+    for name, body in re.findall(
+        r"__global__ void __launch_bounds__\(\d+\) (k0_\w+)_kernel(\([^;]*?\{.*?\n\})", text, re.S
+    ):
+        bodies[name] = body
+    assert set(bodies) == {"k0_base", *names}
+    assert all(bodies[n] != bodies["k0_base"] for n in names)  # a sampled schedule, not dlight's
+    rows = [{"name": "k0_base", "median_ms": 1.0}] + [
+        {"name": n, "median_ms": 0.5 + i / 10} for i, n in enumerate(names)
+    ]
+    (tmp_path / "results.json").write_text(json.dumps({"rows": rows}))
+    db = batch_tune.record_results(path, tmp_path / "results.json", tmp_path / "db")
+    assert len(db.get_all_tuning_records()) == 1
+    assert db.has_workload(kernel) and tune.tuned_records(db, kernel)
 
 
 def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):

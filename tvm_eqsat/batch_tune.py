@@ -82,10 +82,16 @@ HEAVY_OPS = ("conv2d", "matmul", "dense")
 
 def default_scheduled(workload: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """The kernel as the target's stock pipeline schedules it (dlight on CUDA, nothing on
-    CPU, where the default lowering compiles it): the baseline a candidate must beat."""
+    CPU, where the default lowering compiles it): the baseline a candidate must beat.
+
+    dlight's pass writes its schedules into the module it is given, so it gets a copy:
+    scheduled in place, the task's own workload was what MetaSchedule then sampled and
+    what the records named, and every candidate came out as dlight's schedule."""
     passes = [p for p in tune.legalize_passes(target) if p.info.name == "ApplyDefaultSchedule"]
+    if not passes:
+        return workload
     with target:
-        return tvm.transform.Sequential(passes)(workload) if passes else workload
+        return tvm.transform.Sequential(passes)(tvm.IRModule(dict(workload.functions_items()), attrs=workload.attrs))
 
 
 def _arg_specs(func) -> list:
