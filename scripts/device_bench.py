@@ -173,14 +173,16 @@ def _saved_modules(folder: str, variants: list[str] | None = None, names: list[s
 
 def candidates(args) -> None:
     """A bundle of ``--n`` sampled schedules of every heavy kernel of the saved modules
-    (``--only`` some variants: stock for the A/A control, with another ``--seed``), each
-    beside its dlight schedule (``tvm_eqsat.batch_tune``)."""
+    (or ``--budget`` in all, shared by the kernels' work: ``batch_tune.allot``; ``--only``
+    some variants: stock for the A/A control, with another ``--seed``), each beside its
+    dlight schedule (``tvm_eqsat.batch_tune``)."""
     target = make_target(args.target, args.arch)
     mods = _saved_modules(args.modules, args.only, args.models)
     tasks = batch_tune.extract_tasks(list(mods.values()), target, None if args.all_kernels else batch_tune.heavy)
+    n = args.n if args.budget is None else batch_tune.allot(tasks, args.budget, least=min(args.n, 4))
     print(f"{len(tasks)} kernels of {len(mods)} modules", file=sys.stderr)
     path = batch_tune.candidate_bundle(
-        tasks, target, args.out, n=args.n, seed=args.seed, python_version=args.python, number=args.number,
+        tasks, target, args.out, n=n, seed=args.seed, python_version=args.python, number=args.number,
         repeat=args.repeat,
     )  # fmt: skip
     print(f"{path}: {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
@@ -344,6 +346,13 @@ def main(argv: list[str] | None = None) -> None:
     k.add_argument("--modules", required=True, help="the folder `variants` wrote")
     k.add_argument("--only", nargs="+", default=None, help="only these variants' kernels (stock, for the A/A control)")
     k.add_argument("--n", type=int, default=16, help="schedules sampled per kernel")
+    k.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="candidates in all, shared by the kernels' work (FLOPs x uses; at least min(--n, 4) each, at most 64)"
+        " instead of --n each: the dear convolutions get the samples",
+    )
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--all-kernels", action="store_true", help="not only convolutions and matrix products")
     k.add_argument("--number", type=int, default=20)

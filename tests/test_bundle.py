@@ -213,6 +213,30 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
     assert db.has_workload(kernel) and tune.tuned_records(db, kernel)
 
 
+def test_a_candidate_budget_goes_where_the_work_is(monkeypatch):
+    """``allot`` shares a total by each kernel's work, within [least, most], and spends all
+    of it that the caps allow."""
+    from tvm_eqsat import batch_tune
+
+    work = {"big": 1000.0, "mid": 10.0, "small": 1.0, "none": 0.0}
+    monkeypatch.setattr(batch_tune, "task_flops", lambda t: work[t])
+    assert batch_tune.allot(list(work), 60, least=4, most=32) == [32, 19, 5, 4]
+    assert batch_tune.allot(list(work), 16) == [4, 4, 4, 4]
+    assert batch_tune.allot(list(work), 300, most=64) == [64, 64, 64, 4]  # no more than the caps allow
+    with pytest.raises(ValueError):
+        batch_tune.allot(list(work), 15)
+
+
+def test_a_kernels_work_is_its_flops_times_its_uses():
+    from tvm_eqsat import batch_tune
+
+    x = tensor("x", (8, 64))
+    mod = module([x], lambda bb, x: R.matmul(bb.emit(R.matmul(x, const((64, 256)))), const((256, 256))))
+    small, big = sorted(batch_tune.extract_tasks([mod], "llvm", batch_tune.heavy), key=batch_tune.task_flops)
+    assert batch_tune.task_flops(small) == 2 * 8 * 64 * 256 and batch_tune.task_flops(big) == 2 * 8 * 256 * 256
+    assert batch_tune.allot([small, big], 20) == [6, 14]  # 12 over the 4 each, shared 1:4
+
+
 def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
     bench = load_script("device_bench")
     py = f"{sys.version_info.major}.{sys.version_info.minor}"

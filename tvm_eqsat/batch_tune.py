@@ -80,6 +80,46 @@ def heavy(task) -> bool:
 HEAVY_OPS = ("conv2d", "matmul", "dense")
 
 
+def task_flops(task) -> float:
+    """A kernel's floating-point work in the model: its TIR's FLOPs times the number of
+    times the model runs it (MetaSchedule's task weight)."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    return float(estimate_tir_flops(task.dispatched[0])) * max(int(task.weight), 1)
+
+
+def allot(tasks: list, total: int, least: int = 4, most: int = 64) -> list[int]:
+    """Schedules to sample per kernel when ``total`` candidates are to be built in all:
+    each kernel gets its share of ``total`` by its work (``task_flops``), at least ``least``
+    and at most ``most``.  A model's time is in its few dear convolutions and matmuls, and
+    compiling candidates here is what a round costs (about 0.6 s each), so the search
+    goes where the time is, as MetaSchedule's task scheduler weighs tasks."""
+    if not tasks:
+        return []
+    if total < least * len(tasks):
+        raise ValueError(f"{total} candidates cannot give {len(tasks)} kernels {least} each")
+    work = [task_flops(t) for t in tasks]
+    n = [least] * len(tasks)
+    room, open_ = total - least * len(tasks), set(range(len(tasks)))
+    while room > 0 and open_ and sum(work[i] for i in open_) > 0:
+        whole = sum(work[i] for i in open_)
+        full = {i for i in open_ if n[i] + room * work[i] / whole >= most}
+        if full:  # capped kernels first; their leftover share goes round again
+            for i in full:
+                room -= most - n[i]
+                n[i] = most
+            open_ -= full
+            continue
+        shares = {i: int(room * work[i] / whole) for i in open_}
+        for i, extra in shares.items():
+            n[i] += extra
+        room -= sum(shares.values())
+        for i in sorted(open_, key=lambda i: -work[i])[:room]:  # what rounding left, to the dearest
+            n[i] += 1
+        room = 0
+    return n
+
+
 def default_scheduled(workload: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """The kernel as the target's stock pipeline schedules it (dlight on CUDA, nothing on
     CPU, where the default lowering compiles it): the baseline a candidate must beat.
@@ -129,7 +169,7 @@ def candidate_bundle(
     mod: tvm.IRModule | list,
     target: Any,
     out_dir: str | os.PathLike,
-    n: int = 16,
+    n: int | list[int] = 16,
     seed: int = 0,
     python_version: str = bundle.DEVICE_PYTHON,
     number: int = 10,
@@ -137,7 +177,7 @@ def candidate_bundle(
     baseline: bool = True,
 ) -> Path:
     """A bundle timing ``n`` sampled schedules of every kernel of ``mod`` (or of the
-    tasks ``extract_tasks`` gave), and with ``baseline`` the kernel as the stock pipeline
+    tasks ``extract_tasks`` gave; ``n`` a list: that many of each, see ``allot``), and with ``baseline`` the kernel as the stock pipeline
     schedules it, which ``record_results`` then requires a candidate to beat.  Each
     kernel's functions share one library (one nvcc run), compiled in worker processes
     while the next kernels are sampled; the libraries travel as one xz archive
@@ -145,6 +185,9 @@ def candidate_bundle(
     user_target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     target = tune.tuning_target(user_target)
     tasks = extract_tasks([mod], target) if isinstance(mod, tvm.IRModule) else list(mod)
+    counts = list(n) if isinstance(n, (list, tuple)) else [n] * len(tasks)
+    if len(counts) != len(tasks):
+        raise ValueError(f"{len(counts)} candidate counts for {len(tasks)} kernels")
     out, manifest = bundle.new_bundle(out_dir, user_target)
     kept, jobs, workloads = [], [], []
 
@@ -154,7 +197,7 @@ def candidate_bundle(
 
     workers = ProcessPoolExecutor(tune.available_cores(), mp_context=multiprocessing.get_context("fork"))
     with bundle.cuda_compile_env(target), workers as pool:
-        for t, task in enumerate(tqdm(tasks, desc=f"sampling {n} schedules a kernel", file=sys.stderr)):
+        for t, task in enumerate(tqdm(tasks, desc=f"sampling {sum(counts)} schedules", file=sys.stderr)):
             workload = task.dispatched[0]
             specs = _arg_specs(workload["main"])
             funcs, rows = {}, []
@@ -162,7 +205,7 @@ def candidate_bundle(
             if base:
                 funcs[base] = default_scheduled(workload, user_target)["main"].with_attr("global_symbol", base)
                 rows.append((base, specs, None))
-            for c, cand in enumerate(_sample(task, target, n, seed + t)):
+            for c, cand in enumerate(_sample(task, target, counts[t], seed + t)):
                 name = f"k{t}_c{c}"
                 funcs[name] = cand.sch.mod["main"].with_attr("global_symbol", name)
                 rows.append((name, specs, base))  # a schedule keeps its kernel's arguments
@@ -186,7 +229,7 @@ def candidate_bundle(
                     "workloads": workloads,
                     "candidates": kept,
                     "seed": seed,
-                    "n": n,
+                    "n": counts,
                 }
             ).encode()
         )
