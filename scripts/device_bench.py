@@ -202,6 +202,13 @@ def tuned(args) -> None:
             kernels[tag] = []
             dbs[tag] = batch_tune.record_results(pair[0], pair[1], out.parent / f"{out.name}-db-{tag}", kernels[tag])
     mods = _saved_modules(args.modules, None, args.models)
+    for tag, db in dbs.items():
+        tuned_mods = [m for k, m in mods.items() if tag == "main" or k.endswith("/stock")]
+        lost = batch_tune.unmatched_records(db, batch_tune.extract_tasks(tuned_mods, target))
+        if lost:
+            raise SystemExit(
+                f"{tag}: {lost} kernels' records match no kernel of the modules; the build would not use them"
+            )
     entries = [
         bundle.Entry(key, mod, database=dbs["main"], number=args.number, repeat=args.repeat, weights="device")
         for key, mod in mods.items()

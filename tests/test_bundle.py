@@ -211,6 +211,7 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
     db = batch_tune.record_results(path, tmp_path / "results.json", tmp_path / "db")
     assert len(db.get_all_tuning_records()) == 1
     assert db.has_workload(kernel) and tune.tuned_records(db, kernel)
+    assert batch_tune.unmatched_records(db, [fresh]) == 0 and batch_tune.unmatched_records(db, []) == 1
 
 
 def test_a_candidate_budget_goes_where_the_work_is(monkeypatch):

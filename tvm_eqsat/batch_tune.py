@@ -238,6 +238,16 @@ def candidate_bundle(
     return bundle.finish_bundle(out, manifest, python_version, solid=True)
 
 
+def unmatched_records(database, tasks: list) -> int:
+    """How many kernels ``database`` has records for that none of ``tasks`` looks up: the
+    tuned build of those modules would never use them.  Zero for records made from the
+    same modules' candidates; a past bug recorded every CUDA candidate under dlight's
+    scheduled module, which this counts."""
+    looked_up = {tune.kernel_hash(t.dispatched[0]) for t in tasks if tune.tuned_records(database, t.dispatched[0])}
+    named = {tune.kernel_hash(r.workload.mod) for r in database.get_all_tuning_records()}
+    return len(named - looked_up)
+
+
 def record_results(
     bundle_dir: str | os.PathLike, results: str | os.PathLike, work_dir: str | os.PathLike, report: list | None = None
 ):
