@@ -29,6 +29,7 @@ The tuned flow runs offline in three steps and two device runs (``tvm_eqsat.batc
     python scripts/device_bench.py candidates --modules out/v --only stock --seed 1000 --out out/aa
     # device: python out/c/run.py --out $OUT/c; python out/aa/run.py --out $OUT/aa
     python scripts/device_bench.py tuned --modules out/v --main out/c c.json --aa out/aa aa.json --out out/t
+    # (candidates too many for one run's 64 MiB: one bundle per --models group, --main B1 R1 B2 R2 ...)
     # device: python out/t/run.py --out $OUT
     python scripts/device_bench.py collect out/t <files_at>/results.json --flow tuned
 """
@@ -197,10 +198,14 @@ def tuned(args) -> None:
     out = Path(args.out)
     kernels: dict[str, list] = {}
     dbs = {}
-    for tag, pair in (("main", args.main), ("aa", args.aa)):
-        if pair:
-            kernels[tag] = []
-            dbs[tag] = batch_tune.record_results(pair[0], pair[1], out.parent / f"{out.name}-db-{tag}", kernels[tag])
+    for tag, pairs in (("main", args.main), ("aa", args.aa)):
+        if not pairs:
+            continue
+        if len(pairs) % 2:
+            raise SystemExit(f"--{tag} takes BUNDLE RESULTS pairs")
+        kernels[tag] = []
+        for bundle_dir, results in zip(pairs[::2], pairs[1::2]):  # a bundle per device run, one database
+            dbs[tag] = batch_tune.record_results(bundle_dir, results, out.parent / f"{out.name}-db-{tag}", kernels[tag])
     mods = _saved_modules(args.modules, None, args.models)
     for tag, db in dbs.items():
         tuned_mods = [m for k, m in mods.items() if tag == "main" or k.endswith("/stock")]
@@ -367,9 +372,13 @@ def main(argv: list[str] | None = None) -> None:
     t = sub.add_parser("tuned", help="tuned flow, step 3: record the device's timings, build the tuned bundle")
     t.add_argument("--modules", required=True, help="the folder `variants` wrote")
     t.add_argument(
-        "--main", nargs=2, required=True, metavar=("BUNDLE", "RESULTS"), help="the candidates' bundle and timings"
+        "--main",
+        nargs="+",
+        required=True,
+        metavar="BUNDLE RESULTS",
+        help="the candidates' bundle and timings (several pairs where the candidates took several bundles)",
     )
-    t.add_argument("--aa", nargs=2, default=None, metavar=("BUNDLE", "RESULTS"), help="the A/A control's candidates")
+    t.add_argument("--aa", nargs="+", default=None, metavar="BUNDLE RESULTS", help="the A/A control's candidates")
     t.add_argument("--number", type=int, default=10)
     t.add_argument("--repeat", type=int, default=5)
     t.add_argument("--rounds", type=int, default=6)
