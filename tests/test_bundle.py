@@ -388,11 +388,20 @@ def test_device_bench_tuned_flow_offline_on_the_cpu(tmp_path):
     assert (tmp_path / "main" / bundle.SOLID).exists() and all(
         e["file"].startswith("libs/") for e in manifest["entries"]
     )
-    bench.main(["tuned", *common, "--modules", str(tmp_path / "v"), "--main", str(tmp_path / "main"),
-                str(run(tmp_path / "main")), "--aa", str(tmp_path / "aa"), str(run(tmp_path / "aa")), "--rounds", "1",
+    timed = {tag: str(run(tmp_path / tag)) for tag in ("main", "aa")}
+    # the A/A bundle also given as a second main bundle: several bundles' records go into one database
+    bench.main(["tuned", *common, "--modules", str(tmp_path / "v"), "--main", str(tmp_path / "main"), timed["main"],
+                str(tmp_path / "aa"), timed["aa"], "--aa", str(tmp_path / "aa"), timed["aa"], "--rounds", "1",
                 "--repeat", "2", "--number", "1", "--out", str(tmp_path / "t")])  # fmt: skip
     kernels = json.loads((tmp_path / "t" / "kernels.json").read_text())
-    assert kernels["main"] and kernels["aa"]  # each kernel: its stock schedule against its best candidate
+    assert kernels["aa"]  # each kernel: its stock schedule against its best candidate
+
+    def with_candidates(results: str) -> int:  # kernels with a timed candidate: one report row each
+        names = [r["name"] for r in json.loads(Path(results).read_text())["rows"]]
+        return len({n.split("_")[0] for n in names if "_c" in n})
+
+    assert len(kernels["aa"]) == with_candidates(timed["aa"])
+    assert len(kernels["main"]) == with_candidates(timed["main"]) + with_candidates(timed["aa"])
     (tmp_path / "res").mkdir()
     bench.main(["collect", str(tmp_path / "t"), str(run(tmp_path / "t")), "--small", "--flow", "tuned", "--out-dir",
                 str(tmp_path / "res")])  # fmt: skip
