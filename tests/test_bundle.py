@@ -212,6 +212,13 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
     assert len(db.get_all_tuning_records()) == 1
     assert db.has_workload(kernel) and tune.tuned_records(db, kernel)
     assert batch_tune.unmatched_records(db, [fresh]) == 0 and batch_tune.unmatched_records(db, []) == 1
+    # the tuned build compiles the recorded candidate (the fastest), not dlight's schedule
+    from tvm_eqsat.measure import cuda_sources
+
+    with bundle.cuda_compile_env(tvm.target.Target(CUDA)):
+        built = "".join(cuda_sources(tune.build(_mlp(), tvm.target.Target(CUDA), db)))
+    (body,) = re.findall(r"__global__ void __launch_bounds__\(\d+\) \w+_kernel(\([^;]*?\{.*?\n\})", built, re.S)
+    assert body == bodies[names[0]] != bodies["k0_base"]
 
 
 def test_a_candidate_budget_goes_where_the_work_is(monkeypatch):
