@@ -365,19 +365,24 @@ class Finding:
     script: str = ""
 
 
-def pass_options(k: int) -> dict:
+def pass_options(k: int, cost_target: str = "llvm") -> dict:
     """The pass options for the ``k``-th batch: every flow x extractor x search in turn, with
     the default rules and with every family (the opt-in ones too) in alternate rounds, costed
     for generic x86-64 code and, in alternate rounds of 32, for an AVX-512 CPU (whose tuned
     roofline has another compute peak, so extraction chooses differently); every other AVX-512
     round is costed by that CPU's learned model (``cost_model="xgb"``: the booster prices NCHW
-    and NHWC convs apart, where the roofline ties them, so extraction can mix layouts)."""
+    and NHWC convs apart, where the roofline ties them, so extraction can mix layouts).
+    ``cost_target="cuda"``: every batch costed for CUDA instead (its own default families, and
+    in the default flow the model learned on the H100's dlight kernels), the rest rotating
+    alike; the rewritten graphs are still built and compared on this CPU."""
     from tvm_eqsat.rules import load_library
 
     avx512 = (k // 32) % 2 == 1
+    if cost_target not in COST_TARGETS:
+        raise ValueError(f"cost_target={cost_target!r}: expected one of {COST_TARGETS}")
     return {
-        "target": AVX512 if avx512 else "llvm",
-        "cost_model": "xgb" if avx512 and (k // 64) % 2 == 1 else "auto",
+        "target": CUDA if cost_target == "cuda" else AVX512 if avx512 else "llvm",
+        "cost_model": "xgb" if cost_target == "llvm" and avx512 and (k // 64) % 2 == 1 else "auto",
         "flow": FLOWS[k % 2],
         "extractor": EXTRACTORS[(k // 2) % 4],
         "search": SEARCHES[(k // 8) % 2],
@@ -405,6 +410,8 @@ def _combined(progs: list[Program]):
 # (the roofline is the same for every 512-bit CPU, so the rounds costed by it did not change when
 # this went from skylake-avx512 to emeraldrapids)
 AVX512 = {"kind": "llvm", "mcpu": "emeraldrapids"}
+CUDA = {"kind": "cuda", "arch": "sm_90"}  # what the pass costs for with --cost-target cuda
+COST_TARGETS = ("llvm", "cuda")
 BUILD_TARGET = {"kind": "llvm", "opt-level": 0}  # LLVM's -O0: a quarter of the build time, same arithmetic
 
 
@@ -420,10 +427,13 @@ def _run_all(mod, names: list[str], inputs: dict) -> dict:
     return {n: verify._flatten(vm[n](*[tvm.runtime.tensor(x) for x in inputs[n.split("@")[0]]])) for n in names}
 
 
-def check(progs, modes=("pass", "adversarial"), options: dict | None = None) -> list[Finding]:
+def check(
+    progs, modes=("pass", "adversarial"), options: dict | None = None, cost_target: str = "llvm"
+) -> list[Finding]:
     """Findings for programs checked together (empty: every mode computed what each
     original computes).  A batch whose rewritten module fails to build as a whole is
-    checked again one program at a time, so a finding names its program."""
+    checked again one program at a time, so a finding names its program.  ``options``:
+    the pass's, else the batch's turn of ``pass_options`` for ``cost_target``."""
     import tvm
 
     import tvm_eqsat
@@ -431,7 +441,7 @@ def check(progs, modes=("pass", "adversarial"), options: dict | None = None) -> 
     from tvm_eqsat.rules import load_library
 
     progs = [progs] if isinstance(progs, Program) else list(progs)
-    opts = options or pass_options(progs[0].seed // len(progs))  # batches rotate through the options
+    opts = options or pass_options(progs[0].seed // len(progs), cost_target)  # batches rotate through the options
     mod = _combined(progs)
     names = [_name(p) for p in progs]
     inputs = {_name(p): verify.random_inputs(mod[_name(p)], p.seed) for p in progs}
@@ -592,8 +602,11 @@ def shrink(prog: Program, fails, budget_s: float = 300.0) -> Program:
 # ---------------------------------------------------------------- driver
 
 
-def run_cases(seeds, modes=("pass", "adversarial"), shrink_s: float = 300.0, progress=None, batch: int = 16) -> dict:
-    """Check the seeds' programs ``batch`` at a time; shrink and script every finding."""
+def run_cases(
+    seeds, modes=("pass", "adversarial"), shrink_s: float = 300.0, progress=None, batch: int = 16, cost_target="llvm"
+) -> dict:
+    """Check the seeds' programs ``batch`` at a time (the pass costed for ``cost_target``,
+    see ``pass_options``); shrink and script every finding."""
     stats: Counter = Counter()
     findings: list[Finding] = []
     seeds = list(seeds)
@@ -603,7 +616,7 @@ def run_cases(seeds, modes=("pass", "adversarial"), shrink_s: float = 300.0, pro
             stats["graphs"] += 1
             stats[f"dtype {prog.dtype}"] += 1
             stats["steps"] += len(prog.steps)
-        for f in check(progs, modes):
+        for f in check(progs, modes, cost_target=cost_target):
             if f.kind == "invalid":  # the generator made a program stock TVM cannot build
                 stats["invalid programs (not built by stock TVM)"] += 1
                 continue
@@ -611,7 +624,9 @@ def run_cases(seeds, modes=("pass", "adversarial"), shrink_s: float = 300.0, pro
             opts = f.options or None
             small = shrink(
                 prog,
-                lambda p, f=f: any(g.kind == f.kind and g.mode == f.mode for g in check(p, (f.mode,), opts)),
+                lambda p, f=f: any(
+                    g.kind == f.kind and g.mode == f.mode for g in check(p, (f.mode,), opts, cost_target)
+                ),
                 shrink_s,
             )
             f.script = to_module(small).script()
@@ -623,10 +638,10 @@ def run_cases(seeds, modes=("pass", "adversarial"), shrink_s: float = 300.0, pro
 
 
 def _worker(args) -> dict:
-    seeds, modes = args
+    seeds, modes, cost_target = args
     logging.getLogger("tvm_eqsat").setLevel(logging.ERROR)
     start = time.time()
-    result = run_cases(seeds, modes)
+    result = run_cases(seeds, modes, cost_target=cost_target)
     result["seconds"] = round(time.time() - start, 1)
     return result
 
@@ -642,7 +657,8 @@ def write_results(result: dict, args, seconds: float, path: Path) -> None:
         f"Written {time.strftime('%Y-%m-%d')} at commit {state.get('commit', '?')[:10]} on a {os.cpu_count()}-core "
         f"{provenance.cpu_name()}.",
         "",
-        f"`python scripts/fuzz.py --seeds {args.seeds} --start {args.start} --jobs {args.jobs}`: "
+        f"`python scripts/fuzz.py --seeds {args.seeds} --start {args.start} --jobs {args.jobs}"
+        f"{' --cost-target ' + args.cost_target if args.cost_target != 'llvm' else ''}`: "
         f"{stats.get('graphs', 0)} random graphs (seeds {args.start}..{args.start + args.seeds - 1}), "
         f"every rule family loaded, {seconds / 60:.0f} min of work (one process) on a {os.cpu_count()}-core machine.",
         "",
@@ -687,6 +703,13 @@ def main() -> None:
         help="one JSON line per finished chunk of seeds; a rerun skips the chunks already there",
     )
     ap.add_argument("--no-write", action="store_true", help="do not write the Markdown results")
+    ap.add_argument(
+        "--cost-target",
+        default="llvm",
+        choices=COST_TARGETS,
+        help="what the pass costs for: llvm (generic x86-64 and AVX-512 in turn) or cuda (sm_90); the graphs are "
+        "built and compared here either way (use a --log of its own: a log's chunks are known by their seeds)",
+    )
     args = ap.parse_args()
     from tqdm import tqdm
 
@@ -717,11 +740,13 @@ def main() -> None:
             from concurrent.futures import ProcessPoolExecutor
 
             with ProcessPoolExecutor(args.jobs) as pool:
-                for chunk, part in zip(todo, pool.map(_worker, [(c, tuple(args.modes)) for c in todo])):
+                for chunk, part in zip(
+                    todo, pool.map(_worker, [(c, tuple(args.modes), args.cost_target) for c in todo])
+                ):
                     record(chunk, part)
         else:
             for chunk in todo:
-                record(chunk, _worker((chunk, tuple(args.modes))))
+                record(chunk, _worker((chunk, tuple(args.modes), args.cost_target)))
     bar.close()
     parts = [done[(c[0], c[-1])] for c in chunks]
     total = {

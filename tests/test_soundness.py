@@ -371,3 +371,17 @@ def test_fp16_differences_are_judged_against_exact_arithmetic():
     assert "exact arithmetic" in fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] * 1.3])  # wrong
     assert "exact arithmetic" in fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] + 8 * noise])
     assert fuzz._difference(prog, mod["main"], inputs, ref, ref) is None
+
+
+def test_fuzz_can_cost_for_cuda():
+    """``--cost-target cuda``: every batch's pass costs for CUDA (its default families and,
+    in the default flow, its learned model), the other options rotating as for llvm; the
+    rewritten graphs are built and compared on this CPU, and these eight agree."""
+    opts = [fuzz.pass_options(k, "cuda") for k in range(128)]
+    assert all(o["target"] == fuzz.CUDA and o["cost_model"] == "auto" for o in opts)
+    assert {o["flow"] for o in opts} == {"tuned", "default"} and len({o["extractor"] for o in opts}) == 4
+    assert [o["flow"] for o in opts] == [fuzz.pass_options(k)["flow"] for k in range(128)]
+    with pytest.raises(ValueError):
+        fuzz.pass_options(0, "rocm")
+    result = fuzz.run_cases(range(8, 16), modes=("pass",), shrink_s=60, batch=8, cost_target="cuda")
+    assert result["stats"]["graphs"] == 8 and not result["findings"], result["findings"]
