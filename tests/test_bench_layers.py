@@ -54,3 +54,25 @@ def test_three_way_choice_is_named_and_judged_by_the_fastest_form():
     assert layers.right_choice({**row, "pass_choice": "compare"})
     assert layers.right_choice({**row, "compare_ms": 4.95, "pass_choice": "winograd"})  # within 2%
     assert not layers.right_choice({**row, "pass_choice": "direct"})
+
+
+def test_held_out_choices_scores_each_cost_models_form_against_the_timed_ones():
+    """``held_out_choices.py``: a choice is right within 2% of the fastest timed form, and the
+    time of the forms chosen is summed over the fastest forms'; the roofline's choice on a
+    real layer is one of the forms timed."""
+    choices = load_script("held_out_choices")
+    layer = {"layer": "vgg19-conv1", "shape": [1, 8, 8, 8, 8], "direct_ms": 3.0, "winograd_ms": 1.0, "compare_ms": 2.0}
+    assert choices.source_model(layer["layer"]) == "vgg19"
+    picked = choices.choose(layer, "winograd_f4", "winograd", "default", {"kind": "llvm"}, "roofline")
+    assert picked in ("direct", "winograd", "compare")
+    rows = [
+        {**layer, "a": {"choice": "winograd", "right": True}, "b": {"choice": "direct", "right": False}},
+        {
+            **layer,
+            "direct_ms": 1.0,
+            "a": {"choice": "compare", "right": False},
+            "b": {"choice": "direct", "right": True},
+        },
+    ]
+    assert choices.time_over_best(rows, "a") == (1.0 + 2.0) / (1.0 + 1.0)
+    assert choices.time_over_best(rows, "b") == (3.0 + 1.0) / 2.0
