@@ -113,6 +113,12 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def _shown(path: str) -> str:
+    """A path as the results file shows it: relative to the repository where it is inside."""
+    full = Path(path).resolve()
+    return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", default=str(RESULTS / "layers-winograd-llvm-default-f4-choice.json"))
@@ -126,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = evaluate(data, Path(args.model_dir), args.rounds, Path(tmp), args.mcpu)
     state = provenance.source_state()
     doc = {
-        "layers": str(Path(args.layers).resolve().relative_to(ROOT)),
-        "model_dir": str(Path(args.model_dir).resolve().relative_to(ROOT)),
+        "layers": _shown(args.layers),
+        "model_dir": _shown(args.model_dir),
         "flow": data["flow"],
         "family": data["family"],
         "compare": data["rows"][0].get("compare_family"),
