@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -945,3 +946,17 @@ def test_the_shipped_avx512_model_is_found_for_its_cpu_and_prices_layouts():
     model = cost.make_cost_model("xgb", "llvm", "tuned", 512, "emeraldrapids")
     assert model.kernels.metadata["mcpu"] == "emeraldrapids"
     assert cost.prices_layouts(model)
+
+
+def test_ab_cost_models_times_both_rewrites_and_checks_them(tmp_path):
+    """``ab_cost_models.py``: the pass under two cost models, both rewrites built, compared
+    with each other and timed in one process; the results name which ran faster."""
+    ab = load_script("ab_cost_models")
+    stem = tmp_path / "ab"
+    ab.main(["--a", "roofline", "--b", "xgb", "--small", "--models", "nasrnn", "--repeat", "2", "--min-ms", "1",
+             "--out", str(stem)])  # fmt: skip
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    row = doc["rows"]["nasrnn"]
+    assert row["a"]["ms"] > 0 and row["b"]["ms"] > 0 and row["max_rel_diff"] < 1e-4
+    assert row["b_over_a"] == row["a"]["ms"] / row["b"]["ms"]
+    assert "| nasrnn |" in stem.with_suffix(".md").read_text()

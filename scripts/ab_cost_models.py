@@ -1,0 +1,123 @@
+"""A/B of two cost models end to end: the pass run on each model with cost model A and
+with cost model B, both rewrites built with the stock pipeline of the flow's build (the
+default flow: untuned), checked against each other, and timed in interleaved rounds in
+one process.  How a change to a shipped model (another objective, more data) is judged on
+what it makes the pass choose, not only on its held-out kernel scores.
+
+    python scripts/ab_cost_models.py --a cost_models/llvm-default --b /tmp/residual --models nasnet-a squeezenet
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import tvm
+
+import tvm_eqsat
+from tvm_eqsat import models, provenance, timing, verify
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rewrite(mod: tvm.IRModule, cost_model: str, flow: str, target: str) -> tuple[tvm.IRModule, float, str]:
+    """The pass's module, its predicted speedup and its changes, under ``cost_model``."""
+    new, report = tvm_eqsat.optimize(mod, target, flow=flow, cost_model=cost_model)
+    if report.alarms:
+        raise RuntimeError(f"the pass raised alarms: {report.alarms}")
+    fns = list(report.functions.values())
+    after = sum(f.cost_after for f in fns)
+    return (
+        new,
+        (sum(f.cost_before for f in fns) / after if after else 1.0),
+        "; ".join(c for f in fns for c in f.changes),
+    )
+
+
+def compare(model: models.Model, a: str, b: str, flow: str, target: str, repeat: int, min_ms: float) -> dict:
+    """One model's row: each rewrite's median time (p10-p90), prediction and changes."""
+    if flow != "default":
+        raise ValueError("only the default flow: a tuned flow's rewrites need their kernels tuned first")
+    inputs = verify.random_inputs(model.mod["main"], 0)
+    dev, samplers, outs, row = tvm.cpu(), {}, {}, {}
+    for tag, cost_model in (("a", a), ("b", b)):
+        mod, predicted, changes = rewrite(model.mod, cost_model, flow, target)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ex = tvm.compile(mod, target)
+        vm, args, samplers[tag], _ = timing.tvm_sampler(ex, dev, inputs, min_ms)
+        out = vm["main"](*args)
+        outs[tag] = out.numpy() if hasattr(out, "numpy") else out[0].numpy()
+        row[tag] = {"predicted_speedup": predicted, "changes": changes}
+    times = timing.time_interleaved(samplers, repeat)
+    for tag, ts in times.items():
+        row[tag] |= {"ms": float(np.median(ts)), "p10_p90": [float(np.percentile(ts, q)) for q in (10, 90)]}
+    row["b_over_a"] = row["a"]["ms"] / row["b"]["ms"]  # > 1: B's rewrite runs faster
+    row["max_rel_diff"] = float(np.abs(outs["a"] - outs["b"]).max() / max(np.abs(outs["a"]).max(), 1e-30))
+    return row
+
+
+def markdown(doc: dict) -> str:
+    lines = [
+        f"# A/B of two cost models end to end: {doc['flow']} flow, {doc['target']}",
+        "",
+        f"A: `{doc['a']}`; B: `{doc['b']}`. {doc['machine']}, {doc['date']}, commit {doc['commit'][:10]}; "
+        f"median of {doc['repeat']} interleaved rounds (p10-p90). Command: `{doc['command']}`.",
+        "",
+        "| model | A ms | B ms | B over A | A predicted | B predicted | max rel diff |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in doc["rows"].items():
+        a, b = r["a"], r["b"]
+        lines.append(
+            f"| {name} | {a['ms']:.4g} ({a['p10_p90'][0]:.4g}-{a['p10_p90'][1]:.4g}) | {b['ms']:.4g} "
+            f"({b['p10_p90'][0]:.4g}-{b['p10_p90'][1]:.4g}) | {r['b_over_a']:.3f}x | {a['predicted_speedup']:.3f}x | "
+            f"{b['predicted_speedup']:.3f}x | {r['max_rel_diff']:.1e} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--a", required=True, help="cost model A (a directory, or roofline/xgb/auto)")
+    ap.add_argument("--b", required=True, help="cost model B")
+    ap.add_argument("--models", nargs="+", default=list(models.SUITE))
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--flow", default="default", choices=["default"])
+    ap.add_argument("--target", default="llvm")
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--min-ms", type=float, default=50.0, help="a sample runs the model for at least this long")
+    ap.add_argument("--out", required=True, help="results stem: writes STEM.json and STEM.md")
+    args = ap.parse_args(argv)
+    doc = {
+        "a": args.a,
+        "b": args.b,
+        "flow": args.flow,
+        "target": args.target,
+        "repeat": args.repeat,
+        "machine": f"{provenance.cpu_name()}",
+        "date": datetime.date.today().isoformat(),
+        "commit": provenance.source_state().get("commit", "?"),
+        "command": " ".join(["python scripts/ab_cost_models.py", *map(shlex.quote, argv or sys.argv[1:])]),
+        "rows": {},
+    }
+    for name in args.models:
+        model = (models.SMALL if args.small else models.MODELS)[name]()
+        doc["rows"][name] = row = compare(model, args.a, args.b, args.flow, args.target, args.repeat, args.min_ms)
+        print(
+            f"{name}: A {row['a']['ms']:.4g} ms, B {row['b']['ms']:.4g} ms, B over A {row['b_over_a']:.3f}x", flush=True
+        )
+        stem = Path(args.out)
+        stem.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+        stem.with_suffix(".md").write_text(markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
