@@ -92,7 +92,7 @@ def allot(tasks: list, total: int, least: int = 4, most: int = 64) -> list[int]:
     """Schedules to sample per kernel when ``total`` candidates are to be built in all:
     each kernel gets its share of ``total`` by its work (``task_flops``), at least ``least``
     and at most ``most``.  A model's time is in its few dear convolutions and matmuls, and
-    compiling candidates here is what a round costs (about 0.6 s each), so the search
+    compiling candidates here is what a round costs (about 1.2 s each for CUDA), so the search
     goes where the time is, as MetaSchedule's task scheduler weighs tasks."""
     if not tasks:
         return []
@@ -177,11 +177,12 @@ def candidate_bundle(
     baseline: bool = True,
 ) -> Path:
     """A bundle timing ``n`` sampled schedules of every kernel of ``mod`` (or of the
-    tasks ``extract_tasks`` gave; ``n`` a list: that many of each, see ``allot``), and with ``baseline`` the kernel as the stock pipeline
-    schedules it, which ``record_results`` then requires a candidate to beat.  Each
-    kernel's functions share one library (one nvcc run), compiled in worker processes
-    while the next kernels are sampled; the libraries travel as one xz archive
-    (``bundle.solidify``: about 3 KiB a kernel)."""
+    tasks ``extract_tasks`` gave; ``n`` a list: that many of each, see ``allot``), and
+    with ``baseline`` the kernel as the stock pipeline schedules it, which
+    ``record_results`` then requires a candidate to beat.  Each kernel's functions share
+    one library (one nvcc run), compiled in worker processes while the next kernels are
+    sampled; the libraries travel as one xz archive (``bundle.solidify``: about 20 KiB a
+    sampled CUDA schedule, so about 1,400 fit one run's 64 MiB beside the project)."""
     user_target = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
     target = tune.tuning_target(user_target)
     tasks = extract_tasks([mod], target) if isinstance(mod, tvm.IRModule) else list(mod)

@@ -329,8 +329,8 @@ def finish_bundle(out: Path, manifest: dict, python_version: str, solid: bool = 
 def solidify(out: Path, manifest: dict) -> None:
     """The bundle's gzipped libraries and fatbins moved into one xz archive, which the
     runner unpacks first: libraries of one flow share most of their bytes (the VM's code,
-    the kernels' preambles), so together they compress 3-5x better; a tuning round's
-    candidates take about 3 KiB a kernel instead of 20."""
+    the kernels' preambles), so together they compress 3-5x better (a sampled CUDA
+    schedule takes about 20 KiB in the archive)."""
     (out / "libs").mkdir(exist_ok=True)
     for e in manifest["entries"]:
         if e["file"].endswith(".so.gz"):
