@@ -20,24 +20,10 @@ from pathlib import Path
 import numpy as np
 import tvm
 
-import tvm_eqsat
 from tvm_eqsat import models, provenance, timing, verify
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def rewrite(mod: tvm.IRModule, cost_model: str, flow: str, target: str) -> tuple[tvm.IRModule, float, str]:
-    """The pass's module, its predicted speedup and its changes, under ``cost_model``."""
-    new, report = tvm_eqsat.optimize(mod, target, flow=flow, cost_model=cost_model)
-    if report.alarms:
-        raise RuntimeError(f"the pass raised alarms: {report.alarms}")
-    fns = list(report.functions.values())
-    after = sum(f.cost_after for f in fns)
-    return (
-        new,
-        (sum(f.cost_before for f in fns) / after if after else 1.0),
-        "; ".join(c for f in fns for c in f.changes),
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from held_out_e2e import rewrite  # noqa: E402
 
 
 def compare(model: models.Model, a: str, b: str, flow: str, target: str, repeat: int, min_ms: float) -> dict:
@@ -47,14 +33,14 @@ def compare(model: models.Model, a: str, b: str, flow: str, target: str, repeat:
     inputs = verify.random_inputs(model.mod["main"], 0)
     dev, samplers, outs, row = tvm.cpu(), {}, {}, {}
     for tag, cost_model in (("a", a), ("b", b)):
-        mod, predicted, changes = rewrite(model.mod, cost_model, flow, target)
+        mod, info = rewrite(model.mod, tvm.target.Target(target), cost_model)  # held_out_e2e's: the default flow
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ex = tvm.compile(mod, target)
         vm, args, samplers[tag], _ = timing.tvm_sampler(ex, dev, inputs, min_ms)
         out = vm["main"](*args)
         outs[tag] = out.numpy() if hasattr(out, "numpy") else out[0].numpy()
-        row[tag] = {"predicted_speedup": predicted, "changes": changes}
+        row[tag] = {k: info[k] for k in ("predicted_speedup", "changes", "module_hash")}
     times = timing.time_interleaved(samplers, repeat)
     for tag, ts in times.items():
         row[tag] |= {"ms": float(np.median(ts)), "p10_p90": [float(np.percentile(ts, q)) for q in (10, 90)]}

@@ -126,6 +126,16 @@ def winograd_form(mod, family: str = "winograd"):
     return new
 
 
+def choose(mod, family: str, compare: str | None, flow: str, target: dict, cost_model: str = "auto"):
+    """The pass's report on one layer, choosing among every form timed (both families'
+    rules where one is compared); ``pass_choice`` reads the form from its changes."""
+    rules = FAMILIES[family][0] + (FAMILIES[compare][0] if compare else [])
+    _, report = optimize(
+        mod, tvm.target.Target(target), flow=flow, cost_model=cost_model, rules=list(dict.fromkeys(rules))
+    )
+    return report
+
+
 def measure(
     shape,
     flow: str,
@@ -146,9 +156,7 @@ def measure(
     forms = {"direct": mod, "winograd": winograd_form(mod, family)}
     if compare:
         forms["compare"] = winograd_form(mod, compare)
-    # the pass chooses among every form timed (both families' rules where one is compared)
-    rules = FAMILIES[family][0] + (FAMILIES[compare][0] if compare else [])
-    _, report = optimize(mod, tvm.target.Target(target), flow=flow, rules=list(dict.fromkeys(rules)))
+    report = choose(mod, family, compare, flow, target)
     f = report.functions["main"]
     row = {
         "layer": name,

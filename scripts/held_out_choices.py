@@ -23,13 +23,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import tvm
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_layers import FAMILIES, conv_layer, pass_choice, right_choice  # noqa: E402
+import bench_layers  # noqa: E402
+from bench_layers import conv_layer, pass_choice, right_choice  # noqa: E402
 from held_out_e2e import held_out_model  # noqa: E402
 
-from tvm_eqsat import optimize, provenance  # noqa: E402
+from tvm_eqsat import provenance  # noqa: E402
 from tvm_eqsat.xgb_model import ROUNDS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,14 +41,9 @@ def source_model(layer: str) -> str:
 
 
 def choose(layer: dict, family: str, compare: str | None, flow: str, target: dict, cost_model: str) -> str:
-    """The form the pass picks for the layer under ``cost_model`` (the rules of both
-    families timed, as ``bench_layers.measure`` ran it)."""
+    """The form the pass picks for the layer under ``cost_model``, as ``bench_layers`` ran it."""
     _, c, size, _, k = layer["shape"]
-    mod, _ = conv_layer(c, size, k)
-    rules = FAMILIES[family][0] + (FAMILIES[compare][0] if compare else [])
-    _, report = optimize(
-        mod, tvm.target.Target(target), flow=flow, cost_model=cost_model, rules=list(dict.fromkeys(rules))
-    )
+    report = bench_layers.choose(conv_layer(c, size, k)[0], family, compare, flow, target, cost_model)
     return pass_choice(report.functions["main"].changes, family, compare)
 
 
