@@ -112,10 +112,17 @@ def _tile(family: str) -> str:
     return "F(4x4" if family == "winograd_f4" else "F(2x2"
 
 
+FORMS = ("direct", "winograd", "compare")  # a row's forms: its times are "<form>_ms"
+
+
+def fastest_ms(row: dict) -> float:
+    """The time of the fastest form the row timed."""
+    return min(row[f + "_ms"] for f in FORMS if f + "_ms" in row)
+
+
 def right_choice(row: dict) -> bool:
     """Whether the chosen form ran within ``TIE`` of the fastest form timed."""
-    forms = [f for f in ("direct", "winograd", "compare") if f + "_ms" in row]
-    return row[row["pass_choice"] + "_ms"] <= (1 + TIE) * min(row[f + "_ms"] for f in forms)
+    return row[row["pass_choice"] + "_ms"] <= (1 + TIE) * fastest_ms(row)
 
 
 def winograd_form(mod, family: str = "winograd"):

@@ -58,7 +58,7 @@ def evaluate(data: dict, model_dir: Path, rounds: int, work: Path, mcpu: str = "
         if model not in held_out:
             held_out[model] = str(work / model)
             held_out_model(model_dir, model, rounds, work / model)
-        row = {k: layer[k] for k in ("layer", "shape", "direct_ms", "winograd_ms", "compare_ms") if k in layer}
+        row = {k: layer[k] for k in ("layer", "shape", *(f + "_ms" for f in bench_layers.FORMS)) if k in layer}
         for name, cost_model in (("shipped", str(model_dir)), ("held_out", held_out[model]), ("roofline", "roofline")):
             choice = choose(layer, family, compare, data["flow"], target, cost_model)
             row[name] = {"choice": choice, "right": right_choice({**row, "pass_choice": choice})}
@@ -70,7 +70,7 @@ def evaluate(data: dict, model_dir: Path, rounds: int, work: Path, mcpu: str = "
 def time_over_best(rows: list[dict], who: str) -> float:
     """The layers' time in the forms ``who`` chose over their time in the fastest forms."""
     chosen = sum(r[f"{r[who]['choice']}_ms"] for r in rows)
-    return chosen / sum(min(r[k] for k in ("direct_ms", "winograd_ms", "compare_ms") if k in r) for r in rows)
+    return chosen / sum(bench_layers.fastest_ms(r) for r in rows)
 
 
 def markdown(doc: dict) -> str:

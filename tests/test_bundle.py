@@ -163,6 +163,13 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
 CUDA = {"kind": "cuda", "arch": "sm_90"}
 
 
+def _kernel_bodies(cuda_text: str) -> dict[str, str]:
+    """Each CUDA kernel's code in ``cuda_text`` (a library's bytes or a module's source),
+    by its function's name (``k0_c1`` for ``k0_c1_kernel``), its own name taken out."""
+    pattern = r"__global__ void __launch_bounds__\(\d+\) (\w+)_kernel(\([^;]*?\{.*?\n\})"
+    return dict(re.findall(pattern, cuda_text, re.S))
+
+
 def test_the_stock_schedule_is_made_on_a_copy_of_the_kernel():
     """dlight's pass schedules the module it is given in place.  The baseline must not
     touch the task's workload, which MetaSchedule samples next and the records name: that
@@ -196,12 +203,7 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
     assert len(names) >= 2 and len({json.dumps(c["trace"]) for c in info["candidates"]}) == len(names)
     with tarfile.open(path / bundle.SOLID) as tar:
         tar.extractall(tmp_path / "x", filter="data")
-    text = b"".join(lib.read_bytes() for lib in (tmp_path / "x").rglob("*.so")).decode("latin-1")
-    bodies = {}  # each kernel's CUDA code, its own name taken out
-    for name, body in re.findall(
-        r"__global__ void __launch_bounds__\(\d+\) (k0_\w+)_kernel(\([^;]*?\{.*?\n\})", text, re.S
-    ):
-        bodies[name] = body
+    bodies = _kernel_bodies(b"".join(lib.read_bytes() for lib in (tmp_path / "x").rglob("*.so")).decode("latin-1"))
     assert set(bodies) == {"k0_base", *names}
     assert all(bodies[n] != bodies["k0_base"] for n in names)  # a sampled schedule, not dlight's
     rows = [{"name": "k0_base", "median_ms": 1.0}] + [
@@ -217,7 +219,7 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
 
     with bundle.cuda_compile_env(tvm.target.Target(CUDA)):
         built = "".join(cuda_sources(tune.build(_mlp(), tvm.target.Target(CUDA), db)))
-    (body,) = re.findall(r"__global__ void __launch_bounds__\(\d+\) \w+_kernel(\([^;]*?\{.*?\n\})", built, re.S)
+    (body,) = _kernel_bodies(built).values()
     assert body == bodies[names[0]] != bodies["k0_base"]
 
 
