@@ -35,7 +35,15 @@ import tvm_eqsat
 from tvm_eqsat import models, provenance, timing, tune
 from tvm_eqsat.cost import shipped_model_dir
 from tvm_eqsat.verify import output_diffs
-from tvm_eqsat.xgb_model import ROUNDS, KernelModel, load_dataset, load_elementwise, measured_table, train
+from tvm_eqsat.xgb_model import (
+    ROUNDS,
+    KernelModel,
+    extrapolation,
+    load_dataset,
+    load_elementwise,
+    measured_table,
+    train,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a test imports this file
 from benchmark import _flatten, device_for, module_hash  # noqa: E402
@@ -53,7 +61,14 @@ def held_out_model(directory: Path, model: str, rounds: int, out: Path) -> Kerne
     samples = [s for s in load_dataset(directory / "dataset.csv") if s.model != model]
     objective = shipped.metadata.get("objective", "latency")
     booster = train(samples, rounds, objective=objective)
-    metadata = {**shipped.metadata, "held_out": model, "samples": len(samples), "objective": objective}
+    metadata = {
+        **shipped.metadata,
+        "held_out": model,
+        "samples": len(samples),
+        "objective": objective,
+        # extrapolating as the shipped model does (see xgb_model.beyond_range), from its own kernels
+        **({"extrapolation": extrapolation(samples)} if "extrapolation" in shipped.metadata else {}),
+    }
     kept = KernelModel(booster, metadata, measured_table(samples), load_elementwise(directory))
     kept.save(out)
     return kept

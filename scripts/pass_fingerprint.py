@@ -9,6 +9,7 @@ fired and the structural hash of the module it returned.  Two runs compared with
     python scripts/pass_fingerprint.py --small --out /tmp/before.json
     python scripts/pass_fingerprint.py --small --out /tmp/after.json --compare /tmp/before.json
     python scripts/pass_fingerprint.py --extractor dag_greedy --configs tuned/saturate default/saturate --out F
+    python scripts/pass_fingerprint.py --target cuda --configs default/saturate --out F   # no GPU needed
 """
 
 from __future__ import annotations
@@ -28,11 +29,17 @@ CONFIGS = (("tuned", "saturate"), ("default", "saturate"), ("tuned", "mcts"), ("
 
 
 def fingerprint(
-    model: models.Model, flow: str, search: str, time_limit_s: float, extractor: str = "ilp", node_limit: int = 20_000
+    model: models.Model,
+    flow: str,
+    search: str,
+    time_limit_s: float,
+    extractor: str = "ilp",
+    node_limit: int = 20_000,
+    target: str = "llvm",
 ) -> dict:
     """The pass's decisions on one model, without timings."""
     new_mod, report = tvm_eqsat.optimize(
-        model.mod, "llvm", flow=flow, search=search, time_limit_s=time_limit_s, extractor=extractor,
+        model.mod, target, flow=flow, search=search, time_limit_s=time_limit_s, extractor=extractor,
         node_limit=node_limit,
     )  # fmt: skip
     functions = {
@@ -84,6 +91,7 @@ def main() -> int:
         default="ilp",
         help="ilp (the default); dag_greedy for models whose ILP would not finish by proof",
     )
+    ap.add_argument("--target", default="llvm", help="the target the pass optimises for (llvm, cuda)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare", help="an earlier run's JSON: exit 1 if any decision differs")
     args = ap.parse_args()
@@ -96,13 +104,14 @@ def main() -> int:
             flow, search = config.split("/")
             start = time.perf_counter()
             runs[f"{name}/{config}"] = fp = fingerprint(
-                model, flow, search, args.time_limit, args.extractor, args.node_limit
+                model, flow, search, args.time_limit, args.extractor, args.node_limit, args.target
             )
             fp["seconds"] = round(time.perf_counter() - start, 2)
             print(f"{name:14s} {config:18s} {fp['module_hash']:>22s} {fp['seconds']:7.1f} s", flush=True)
     out = {
         "provenance": provenance.record(),
         "small": args.small,
+        "target": args.target,
         "extractor": args.extractor,
         "node_limit": args.node_limit,
         "runs": runs,

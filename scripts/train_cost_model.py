@@ -42,6 +42,7 @@ from tvm_eqsat.xgb_model import (
     KernelModel,
     below_budget,
     dataset_row,
+    extrapolation,
     finetune_rounds,
     layout_pairs,
     load_dataset,
@@ -71,13 +72,19 @@ def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict:
     }
 
 
-def _predict_us(booster, x: np.ndarray, epilogue_us: np.ndarray, objective: str = "latency") -> np.ndarray:
-    """A kernel's whole predicted time: the booster's bare kernel plus its calibrated epilogue."""
-    return KernelModel(booster, {"objective": objective}).predict_us(x) + epilogue_us
+def _fit_predict(
+    training, x: np.ndarray, epilogue_us: np.ndarray, rounds: int, objective: str, extrapolate: bool
+) -> np.ndarray:
+    """The whole predicted time of the rows ``x`` (the booster's bare kernel plus its
+    calibrated epilogue) from a model trained on ``training`` alone, priced as the pass
+    prices them: convolutions beyond the training kernels' FLOPs extrapolated
+    (``xgb_model.extrapolation``) unless ``extrapolate`` is off."""
+    metadata = {"objective": objective, **({"extrapolation": extrapolation(training)} if extrapolate else {})}
+    return KernelModel(train(training, rounds, objective=objective), metadata).predict_us(x) + epilogue_us
 
 
 def held_out_by_model(
-    samples, rounds: int, objective: str = "latency"
+    samples, rounds: int, objective: str = "latency", extrapolate: bool = True
 ) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
     """Predictions for each model's kernels from a model trained without them (the
     booster's bare kernel plus its calibrated epilogue, against the whole measurement)."""
@@ -89,8 +96,8 @@ def held_out_by_model(
     per_model = {}
     for model in sorted(set(groups)):
         test = groups == model
-        booster = train([s for s, t in zip(samples, test) if not t], rounds, objective=objective)
-        pred[test] = _predict_us(booster, x[test], epilogue[test], objective)
+        training = [s for s, t in zip(samples, test) if not t]
+        pred[test] = _fit_predict(training, x[test], epilogue[test], rounds, objective, extrapolate)
         per_model[model] = metrics(y[test], pred[test])
     return y, pred, list(groups), per_model
 
@@ -189,7 +196,9 @@ def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dic
     return out
 
 
-def k_fold(samples, rounds: int, k: int = 5, seed: int = 0, objective: str = "latency") -> tuple[dict, np.ndarray]:
+def k_fold(
+    samples, rounds: int, k: int = 5, seed: int = 0, objective: str = "latency", extrapolate: bool = True
+) -> tuple[dict, np.ndarray]:
     """Random k-fold over kernels (in-distribution accuracy): metrics and predictions."""
     x = sample_features(samples)
     y = np.array([s.median_us for s in samples])
@@ -198,8 +207,8 @@ def k_fold(samples, rounds: int, k: int = 5, seed: int = 0, objective: str = "la
     pred = np.zeros(len(samples))
     for f in range(k):
         test = fold == f
-        booster = train([s for s, t in zip(samples, test) if not t], rounds, objective=objective)
-        pred[test] = _predict_us(booster, x[test], epilogue[test], objective)
+        training = [s for s, t in zip(samples, test) if not t]
+        pred[test] = _fit_predict(training, x[test], epilogue[test], rounds, objective, extrapolate)
     return metrics(y, pred), pred
 
 
@@ -378,6 +387,13 @@ def main() -> None:
         help="what the booster learns: log2 latency, or log2 of latency over the tuned roofline (residual)",
     )
     p.add_argument(
+        "--extrapolate",
+        default="flops",
+        choices=["flops", "none"],
+        help="beyond its largest training conv, a latency model's time grows with FLOPs as its largest "
+        "convs' times did (flops, the default: xgb_model.extrapolation) or stays that conv's (none)",
+    )
+    p.add_argument(
         "--unmeasured",
         default="auto",
         choices=["auto", "booster", "roofline"],
@@ -436,10 +452,11 @@ def main() -> None:
         )
     flows = _flows(dataset, args.min_trials)
 
-    kfold, kfold_pred = k_fold(samples, args.rounds, objective=args.objective)
+    extrapolate = args.extrapolate == "flops"
+    kfold, kfold_pred = k_fold(samples, args.rounds, objective=args.objective, extrapolate=extrapolate)
     groups = [s.model for s in samples]
     if len(set(groups)) > 1:
-        y, pred, groups, per_model = held_out_by_model(samples, args.rounds, args.objective)
+        y, pred, groups, per_model = held_out_by_model(samples, args.rounds, args.objective, extrapolate)
         overall = metrics(y, pred)
         # the grid's kernels belong to no model the pass rewrites, and most of them are near ties
         # on a GPU (launch-bound), so the benchmark models' kernels are also scored alone
@@ -480,6 +497,7 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "finetuned_from": args.finetune_from,
         "objective": args.objective,
+        **({"extrapolation": extrapolation(samples)} if extrapolate else {}),
         "min_trials": args.min_trials,
         "held_out_by_model": overall,
         "held_out_by_model_without_grid": without_grid,
@@ -561,7 +579,18 @@ def main() -> None:
         "",
         *_tuned_twice_lines(again, args.aa_database),
         (
-            "These figures are the booster's (monotone in the work features, see `tvm_eqsat/features.py`). "
+            "These figures are the booster's (monotone in the work features, see `tvm_eqsat/features.py`)"
+            + (
+                ", with convolutions beyond the largest training conv's FLOPs extrapolated as the pass prices "
+                "them (`xgb_model.extrapolation`; this model: "
+                + ", ".join(
+                    f"{op} beyond 2^{fit['max_log2_flops']:.1f} FLOPs, time as FLOPs^{fit['log2_us_per_log2_flops']:.2f}"
+                    for op, fit in metadata["extrapolation"].items()
+                )
+                + "). "
+                if metadata.get("extrapolation")
+                else ". "
+            )
             if args.objective == "latency"
             else "These figures are the roofline times the booster's correction (the correction monotone in the work features, so the product is too). "
         )

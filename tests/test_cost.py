@@ -161,6 +161,59 @@ def test_residual_model_stays_monotone_where_its_data_says_otherwise():
         assert costs == sorted(costs), (m, costs)
 
 
+def _conv_samples(us_of_flops) -> list[Sample]:
+    """Dense 3x3 convs of 8-64 channels at 7-28 pixels, timed as ``us_of_flops`` says."""
+    out = []
+    for c in (8, 16, 32, 64):
+        for k in (8, 16, 32, 64):
+            for size in (7, 14, 28):
+                op, attrs, ins, ty = _conv(c, k, 1, size)
+                us = us_of_flops(features.flops(op, attrs, ins, ty))
+                out.append(Sample("m", "model", Workload(op, attrs, ins), ty, float(us), 0.0))
+    return out
+
+
+def test_a_conv_beyond_the_training_range_grows_with_its_flops(tmp_path):
+    """A tree predicts at most its largest training kernel's time for anything larger: a conv
+    with 16x the FLOPs came out at the largest conv's time.  With the model's ``extrapolation``
+    (saved and loaded with it) time grows beyond the range as the largest convs' did, in
+    proportion to FLOPs here; a matmul beyond its range is left to the booster, and inside
+    the range nothing changes."""
+    from tvm_eqsat.xgb_model import beyond_range, extrapolation
+
+    samples = _conv_samples(lambda flops: 1.0 + flops / 2e4)
+    samples += [Sample("m", "model", Workload(*_matmul(n, n, n)[:3]), _matmul(n, n, n)[3], n**3 / 1e4, 0.0)
+                for n in (8, 16, 32, 64)]  # fmt: skip
+    fit = extrapolation(samples)
+    assert set(fit) == {"Conv2d"} and fit["Conv2d"]["log2_us_per_log2_flops"] == pytest.approx(1.0, abs=0.05)
+    booster = train(samples, rounds=300)
+    KernelModel(booster, {"features": list(features.NAMES), "extrapolation": fit}).save(tmp_path)
+    model, plain = KernelModel.load(tmp_path), KernelModel(booster, {})
+    big = _conv(128, 256, 1, 28)  # 16x the largest training conv's FLOPs
+    truth = 1.0 + features.flops(*big) / 2e4
+    x = features.featurize([big, _conv(32, 32, 1, 14), _matmul(512, 512, 512)])
+    assert plain.predict_us(x)[0] < truth / 8  # the tree's answer: the largest conv's time
+    assert model.predict_us(x)[0] == pytest.approx(truth, rel=0.2)
+    np.testing.assert_array_equal(beyond_range(x, fit)[1:], [1.0, 1.0])
+    np.testing.assert_allclose(model.predict_us(x)[1:], plain.predict_us(x)[1:])
+
+
+def test_conv_extrapolation_follows_the_largest_convs_growth():
+    """Where the largest convs' time barely grows with FLOPs (launch-bound, as small kernels on
+    a GPU are), the fitted slope is near 0 and extrapolation adds little; a slope is kept in
+    [0, 1], and with too few convs near the largest, time grows in proportion to FLOPs."""
+    from tvm_eqsat.xgb_model import extrapolation
+
+    flat = extrapolation(_conv_samples(lambda flops: 50.0 + flops / 1e9))["Conv2d"]
+    assert 0.0 <= flat["log2_us_per_log2_flops"] < 0.05
+    sqrt = extrapolation(_conv_samples(lambda flops: flops**0.5))["Conv2d"]
+    assert sqrt["log2_us_per_log2_flops"] == pytest.approx(0.5, abs=0.02)
+    falling = extrapolation(_conv_samples(lambda flops: 1e9 / flops))["Conv2d"]
+    assert falling["log2_us_per_log2_flops"] == 0.0
+    one = extrapolation(_conv_samples(lambda flops: flops)[:2])["Conv2d"]
+    assert one["log2_us_per_log2_flops"] == 1.0
+
+
 def test_a_learned_model_without_channels_last_kernels_does_not_price_layouts():
     """The nhwc family needs a model that has measured NHWC convs; one that has not ranks
     both layouts alike (its features differ by one flag it never saw set)."""
@@ -782,6 +835,7 @@ def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
     assert kept and dropped and set(held.measured) == kept
     assert held.metadata["held_out"] == "model0"
     assert KernelModel.load(tmp_path / "held").metadata["samples"] == len(kept)
+    assert "extrapolation" not in held.metadata  # extrapolates as the shipped model does: here, not
 
 
 def test_out_of_sample_sections_stay_first_in_the_graph_report(tmp_path):

@@ -250,12 +250,75 @@ def roofline_from_features(x: np.ndarray, machine: tuple[str, str] = RESIDUAL_MA
     a model's correction absorbs the difference, a changed baseline would shift it)."""
     from .cost import MACHINES
 
-    flops = np.exp2(x[:, NAMES.index("log_flops")].astype(np.float64))
+    flops, traffic = _log_work(x)
+    m = MACHINES[machine]
+    return m.launch_us + m.busy_us(np.exp2(flops), np.exp2(traffic))
+
+
+def _log_work(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log2 FLOPs and log2 bytes moved (in plus out) of feature rows."""
     traffic = np.exp2(x[:, NAMES.index("log_bytes_in")].astype(np.float64)) + np.exp2(
         x[:, NAMES.index("log_bytes_out")].astype(np.float64)
     )
-    m = MACHINES[machine]
-    return m.launch_us + m.busy_us(flops, traffic)
+    return x[:, NAMES.index("log_flops")].astype(np.float64), np.log2(traffic)
+
+
+def _op_of(x: np.ndarray) -> np.ndarray:
+    """Each feature row's kernel op (its one-hot column), "" where it has none."""
+    ops = [n[3:] for n in NAMES if n.startswith("op_")]
+    onehot = x[:, : len(ops)]
+    return np.where(onehot.max(axis=1) > 0, np.array(ops, dtype=object)[onehot.argmax(axis=1)], "")
+
+
+# A tree cannot extrapolate: beyond its largest training kernel it predicts that kernel's time,
+# however much more work is asked.  Held out by model, the default-flow model priced VGG-19's
+# direct 3x3 convs (up to 2.4x the FLOPs of any other model's) at most like the largest other
+# conv (the 14 held-out convs beyond the range: all underestimated, median |log2 error| 1.24) and
+# chose them over Winograd on three wide layers, 1.5 s against 0.47 s measured
+# (``scripts/held_out_choices.py``).  For convolutions the model therefore lets time grow with
+# FLOPs beyond its range, as its own largest kernels' times grew (``extrapolation``): there the
+# error fell to 0.19 (llvm) and from 0.76 to 0.48 on the 4 CUDA ones.  Not for the other ops:
+# the held-out matmuls beyond the range were predicted well as they were (0.28, CUDA 0.11) and
+# extrapolating in proportion to FLOPs overpriced them (0.85, 0.51); so it did concats,
+# softmaxes, slices, norms and gathers, 1.4-15x (docs/cost-model.md).
+EXTRAPOLATED_OPS = ("Conv2d",)
+TAIL_LOG2_FLOPS = 3.0  # the growth is fitted on the kernels within 8x of the largest one's FLOPs
+MIN_TAIL = 8  # kernels needed to fit it; with fewer, time grows in proportion to FLOPs
+
+
+def extrapolation(samples: Sequence[Sample]) -> dict[str, dict[str, float]]:
+    """For each op of ``EXTRAPOLATED_OPS`` in the training kernels: the largest log2 FLOPs among
+    them, and the slope of log2 time on log2 FLOPs among those within ``TAIL_LOG2_FLOPS`` of it
+    (kept in [0, 1]: time neither falls nor grows faster than the work).  Saved in a model's
+    metadata and read by ``KernelModel.predict_us`` (through ``beyond_range``)."""
+    x = sample_features(samples)
+    flops, op_of = _log_work(x)[0], _op_of(x)
+    log_us = np.log2([s.kernel_us for s in samples])
+    out = {}
+    for op in EXTRAPOLATED_OPS:
+        rows = op_of == op
+        if not rows.any():
+            continue
+        top = float(flops[rows].max())
+        tail = rows & (flops >= top - TAIL_LOG2_FLOPS)
+        slope = 1.0
+        if tail.sum() >= MIN_TAIL and np.ptp(flops[tail]) > 0.5:
+            slope = float(np.clip(np.polyfit(flops[tail], log_us[tail], 1)[0], 0.0, 1.0))
+        out[op] = {"max_log2_flops": round(top, 4), "log2_us_per_log2_flops": round(slope, 4)}
+    return out
+
+
+def beyond_range(x: np.ndarray, extrapolated: dict[str, dict[str, float]]) -> np.ndarray:
+    """The factor that extrapolates each row's predicted time beyond the largest training
+    kernel of its op, from ``extrapolation``'s figures: (FLOPs over that kernel's) ** slope;
+    1 within the range and for the ops not extrapolated."""
+    flops, op_of = _log_work(x)[0], _op_of(x)
+    factor = np.ones(len(x))
+    for op, fit in extrapolated.items():
+        rows = op_of == op
+        excess = np.maximum(flops[rows] - fit["max_log2_flops"], 0.0)
+        factor[rows] = np.exp2(fit["log2_us_per_log2_flops"] * excess)
+    return factor
 
 
 def train(
@@ -347,5 +410,7 @@ class KernelModel:
             return np.zeros(0)
         out = np.exp2(self.booster.inplace_predict(x, validate_features=False)).astype(np.float64)
         if self.metadata.get("objective") == "residual":
-            out *= roofline_from_features(x)
+            out *= roofline_from_features(x)  # the roofline extrapolates already
+        elif self.metadata.get("extrapolation"):
+            out *= beyond_range(x, self.metadata["extrapolation"])
         return out
