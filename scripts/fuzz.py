@@ -428,12 +428,17 @@ def _run_all(mod, names: list[str], inputs: dict) -> dict:
 
 
 def check(
-    progs, modes=("pass", "adversarial"), options: dict | None = None, cost_target: str = "llvm"
+    progs,
+    modes=("pass", "adversarial"),
+    options: dict | None = None,
+    cost_target: str = "llvm",
+    stats: Counter | None = None,
 ) -> list[Finding]:
     """Findings for programs checked together (empty: every mode computed what each
     original computes).  A batch whose rewritten module fails to build as a whole is
     checked again one program at a time, so a finding names its program.  ``options``:
-    the pass's, else the batch's turn of ``pass_options`` for ``cost_target``."""
+    the pass's, else the batch's turn of ``pass_options`` for ``cost_target``.  ``stats``
+    counts the graphs the pass changed (a graph it leaves alone tests no rewrite)."""
     import tvm
 
     import tvm_eqsat
@@ -463,6 +468,8 @@ def check(
                     if f.alarms:
                         found.append(Finding(by_name[name].seed, "alarm", mode, "; ".join(f.alarms), opts))
                 changed = [n for n, f in report.functions.items() if f.changed]
+                if stats is not None:
+                    stats["changed by the pass"] += len(changed)
             else:
                 new, families = mod, load_library().families
                 for n in names:
@@ -616,7 +623,7 @@ def run_cases(
             stats["graphs"] += 1
             stats[f"dtype {prog.dtype}"] += 1
             stats["steps"] += len(prog.steps)
-        for f in check(progs, modes, cost_target=cost_target):
+        for f in check(progs, modes, cost_target=cost_target, stats=stats):
             if f.kind == "invalid":  # the generator made a program stock TVM cannot build
                 stats["invalid programs (not built by stock TVM)"] += 1
                 continue

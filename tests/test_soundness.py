@@ -342,7 +342,8 @@ def test_fuzz_programs_cover_what_the_issue_asks():
 def test_fuzz_seeded_run_finds_nothing(tmp_path):
     """A short seeded run of scripts/fuzz.py (every family, both modes), its seeds split
     between two processes (one per core: compiling the graphs is serial); long runs are
-    ``python scripts/fuzz.py --seeds N``."""
+    ``python scripts/fuzz.py --seeds N``.  The pass must change a fair share of the graphs:
+    one it leaves alone tests no rewrite."""
     scripts = Path(fuzz.__file__).parent
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import fuzz; "
@@ -353,6 +354,7 @@ def test_fuzz_seeded_run_finds_nothing(tmp_path):
     assert [p.wait(timeout=900) for p in procs] == [0, 0]
     results = [json.loads(o.read_text()) for o in outs]
     assert sum(r["stats"]["graphs"] for r in results) == 48
+    assert sum(r["stats"].get("changed by the pass", 0) for r in results) >= 12  # 20 of 48 on 2026-11-27
     findings = [f for r in results for f in r["findings"]]
     assert not findings, findings
 
@@ -385,3 +387,4 @@ def test_fuzz_can_cost_for_cuda():
         fuzz.pass_options(0, "rocm")
     result = fuzz.run_cases(range(8, 16), modes=("pass",), shrink_s=60, batch=8, cost_target="cuda")
     assert result["stats"]["graphs"] == 8 and not result["findings"], result["findings"]
+    assert result["stats"]["changed by the pass"] >= 3  # 5 on 2026-11-27: the check checks rewrites
