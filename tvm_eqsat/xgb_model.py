@@ -265,9 +265,9 @@ def _log_work(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _op_of(x: np.ndarray) -> np.ndarray:
     """Each feature row's kernel op (its one-hot column), "" where it has none."""
-    ops = [n[3:] for n in NAMES if n.startswith("op_")]
-    onehot = x[:, : len(ops)]
-    return np.where(onehot.max(axis=1) > 0, np.array(ops, dtype=object)[onehot.argmax(axis=1)], "")
+    cols = [i for i, n in enumerate(NAMES) if n.startswith("op_")]
+    onehot, ops = x[:, cols], np.array([NAMES[i][3:] for i in cols], dtype=object)
+    return np.where(onehot.max(axis=1) > 0, ops[onehot.argmax(axis=1)], "")
 
 
 # A tree cannot extrapolate: beyond its largest training kernel it predicts that kernel's time,
