@@ -838,6 +838,31 @@ def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
     assert "extrapolation" not in held.metadata  # extrapolates as the shipped model does: here, not
 
 
+def test_a_held_out_model_extrapolates_from_its_own_largest_conv(tmp_path):
+    """Where the shipped model extrapolates convolutions, the held-out model does too, from
+    the largest conv it kept: a held-out model's biggest convs are priced beyond its range."""
+    import csv
+
+    from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row, extrapolation
+
+    samples = _conv_samples(lambda flops: 1.0 + flops / 2e4)
+    for s in samples:  # the 64-channel convs are one model's, the rest another's
+        s.model = "wide" if 64 in s.workload.inputs[1].shape[:2] else "narrow"
+    shipped = tmp_path / "shipped"
+    meta = {"features": list(features.NAMES), "target": "llvm", "extrapolation": extrapolation(samples)}
+    KernelModel(train(samples, rounds=20), meta).save(shipped)
+    with open(shipped / "dataset.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
+        writer.writeheader()
+        for s in samples:
+            us = s.median_us
+            writer.writerow(dataset_row("llvm", "default", 0, s.model, "model", s.workload, s.out_ty, us, us, us, 0.0))
+    held = load_script("held_out_e2e").held_out_model(shipped, "wide", 20, tmp_path / "held")
+    kept = held.metadata["extrapolation"]["Conv2d"]["max_log2_flops"]
+    assert kept < meta["extrapolation"]["Conv2d"]["max_log2_flops"]
+    assert kept == extrapolation([s for s in samples if s.model == "narrow"])["Conv2d"]["max_log2_flops"]
+
+
 def test_out_of_sample_sections_stay_first_in_the_graph_report(tmp_path):
     """``held_out_e2e.py`` puts its figures at the top of GRAPH_REPORT.md, replacing its own
     earlier section; ``graph_accuracy.py`` finds them again to keep them first."""
