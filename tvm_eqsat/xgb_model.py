@@ -255,12 +255,16 @@ def roofline_from_features(x: np.ndarray, machine: tuple[str, str] = RESIDUAL_MA
     return m.launch_us + m.busy_us(np.exp2(flops), np.exp2(traffic))
 
 
+def _log_flops(x: np.ndarray) -> np.ndarray:
+    return x[:, NAMES.index("log_flops")].astype(np.float64)
+
+
 def _log_work(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """log2 FLOPs and log2 bytes moved (in plus out) of feature rows."""
     traffic = np.exp2(x[:, NAMES.index("log_bytes_in")].astype(np.float64)) + np.exp2(
         x[:, NAMES.index("log_bytes_out")].astype(np.float64)
     )
-    return x[:, NAMES.index("log_flops")].astype(np.float64), np.log2(traffic)
+    return _log_flops(x), np.log2(traffic)
 
 
 def _op_of(x: np.ndarray) -> np.ndarray:
@@ -292,7 +296,7 @@ def extrapolation(samples: Sequence[Sample]) -> dict[str, dict[str, float]]:
     (kept in [0, 1]: time neither falls nor grows faster than the work).  Saved in a model's
     metadata and read by ``KernelModel.predict_us`` (through ``beyond_range``)."""
     x = sample_features(samples)
-    flops, op_of = _log_work(x)[0], _op_of(x)
+    flops, op_of = _log_flops(x), _op_of(x)
     log_us = np.log2([s.kernel_us for s in samples])
     out = {}
     for op in EXTRAPOLATED_OPS:
@@ -312,7 +316,7 @@ def beyond_range(x: np.ndarray, extrapolated: dict[str, dict[str, float]]) -> np
     """The factor that extrapolates each row's predicted time beyond the largest training
     kernel of its op, from ``extrapolation``'s figures: (FLOPs over that kernel's) ** slope;
     1 within the range and for the ops not extrapolated."""
-    flops, op_of = _log_work(x)[0], _op_of(x)
+    flops, op_of = _log_flops(x), _op_of(x)
     factor = np.ones(len(x))
     for op, fit in extrapolated.items():
         rows = op_of == op
