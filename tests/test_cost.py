@@ -810,23 +810,29 @@ def test_bulk_featurize_equals_one_item_at_a_time():
     np.testing.assert_array_equal(features.featurize(items), reference)
 
 
-def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
-    """``held_out_e2e.py`` trains the shipped model again without one model's rows: that
-    model's kernels leave the training set and the measurement table (the pass would
-    otherwise answer them from their measurements), the others stay."""
+def _save_shipped(directory, samples: list[Sample], metadata: dict) -> None:
+    """A small "shipped" model trained on ``samples``, with the dataset.csv of their rows that
+    ``held_out_e2e.held_out_model`` trains again from."""
     import csv
 
     from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row
 
-    samples = _synthetic_samples(np.random.default_rng(2))
-    shipped = tmp_path / "shipped"
-    KernelModel(train(samples, rounds=20), {"features": list(features.NAMES), "target": "llvm"}).save(shipped)
-    with open(shipped / "dataset.csv", "w", newline="") as f:
+    KernelModel(train(samples, rounds=20), metadata).save(directory)
+    with open(directory / "dataset.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         writer.writeheader()
         for s in samples:
             us = s.median_us
             writer.writerow(dataset_row("llvm", "default", 0, s.model, "model", s.workload, s.out_ty, us, us, us, 0.0))
+
+
+def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
+    """``held_out_e2e.py`` trains the shipped model again without one model's rows: that
+    model's kernels leave the training set and the measurement table (the pass would
+    otherwise answer them from their measurements), the others stay."""
+    samples = _synthetic_samples(np.random.default_rng(2))
+    shipped = tmp_path / "shipped"
+    _save_shipped(shipped, samples, {"features": list(features.NAMES), "target": "llvm"})
     script = load_script("held_out_e2e")
     held = script.held_out_model(shipped, "model0", 20, tmp_path / "held")
     rows = load_dataset(shipped / "dataset.csv")  # a kernel's last row wins
@@ -841,22 +847,14 @@ def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
 def test_a_held_out_model_extrapolates_from_its_own_largest_conv(tmp_path):
     """Where the shipped model extrapolates convolutions, the held-out model does too, from
     the largest conv it kept: a held-out model's biggest convs are priced beyond its range."""
-    import csv
-
-    from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row, extrapolation
+    from tvm_eqsat.xgb_model import extrapolation
 
     samples = _conv_samples(lambda flops: 1.0 + flops / 2e4)
     for s in samples:  # the 64-channel convs are one model's, the rest another's
         s.model = "wide" if 64 in s.workload.inputs[1].shape[:2] else "narrow"
     shipped = tmp_path / "shipped"
     meta = {"features": list(features.NAMES), "target": "llvm", "extrapolation": extrapolation(samples)}
-    KernelModel(train(samples, rounds=20), meta).save(shipped)
-    with open(shipped / "dataset.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
-        writer.writeheader()
-        for s in samples:
-            us = s.median_us
-            writer.writerow(dataset_row("llvm", "default", 0, s.model, "model", s.workload, s.out_ty, us, us, us, 0.0))
+    _save_shipped(shipped, samples, meta)
     held = load_script("held_out_e2e").held_out_model(shipped, "wide", 20, tmp_path / "held")
     kept = held.metadata["extrapolation"]["Conv2d"]["max_log2_flops"]
     assert kept < meta["extrapolation"]["Conv2d"]["max_log2_flops"]
