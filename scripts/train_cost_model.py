@@ -17,6 +17,10 @@ trains on everything and saves ``cost_models/<target>/model.json``,
     # the tuner's records lack the VM's call (~1 us) and a few are orders of magnitude off
     python scripts/train_cost_model.py --target llvm --from-database benchmarks/tuning/llvm --small \
         --models squeezenet resnet50 mobilenet-v2 --retime 15 --out my_model
+    # a database that holds small models and some full-size ones (benchmark.py with and
+    # without --small into one work directory)
+    python scripts/train_cost_model.py --from-database benchmarks/tuning/llvm-emeraldrapids --small \
+        --models resnet50 squeezenet --full-models vgg19 resnet50 --out my_model
 """
 
 from __future__ import annotations
@@ -224,6 +228,7 @@ def harvest_dataset(
     retime: int = 0,
     rules: list[str] | None = None,
     mcpu: str = "generic",
+    full: list[str] | None = None,
 ) -> None:
     """Write the kernels of the zoo models ``names`` that the MetaSchedule database
     ``work_dir`` has tuned to ``path`` as dataset rows: the kernels of every variant the
@@ -233,7 +238,10 @@ def harvest_dataset(
     tuner's record (``harvest.retime``: a spread, no outliers; needs a quiet machine).
     ``rules``: the eqsat variant's rule families or rules, where the benchmark was run with
     ``--rules`` (its kernels are those of that module).  ``mcpu``: the CPU an llvm database
-    was tuned for (``benchmark.py --mcpu``; its kernels are looked up under that target)."""
+    was tuned for (``benchmark.py --mcpu``; its kernels are looked up under that target).
+    ``full``: zoo models also tuned into it at full size (with ``small``, a database that
+    holds both sizes); their rows carry the model's name, so held out by model, a model's
+    two sizes leave together."""
     import csv
 
     import tvm
@@ -250,8 +258,11 @@ def harvest_dataset(
 
     tgt = tvm.target.Target(llvm_target(mcpu) if target == "llvm" else target)
     rows, seen, off = [], set(), []
-    for name in names:
-        model = (models.SMALL if small else models.MODELS)[name]()
+    sized = [(name, small) for name in names] + [
+        (name, False) for name in full or () if not (name in names and not small)
+    ]
+    for name, reduced in sized:
+        model = (models.SMALL if reduced else models.MODELS)[name]()
         options = {"flow": "tuned", **({"rules": tuple(rules)} if rules is not None else {})}
         mods = [make_variant(v, model.mod, tgt, options).mod for v in HARVESTED_VARIANTS]
         found = []
@@ -271,7 +282,7 @@ def harvest_dataset(
             )
             if m is not None and not 0.5 <= h.median_us / m.median_us <= 2.0:
                 off.append((name, h.workload.op, h.median_us, m.median_us))
-        print(f"{name}: {len(rows)} kernels so far", file=sys.stderr)
+        print(f"{name}{' (small)' if reduced else ''}: {len(rows)} kernels so far", file=sys.stderr)
     if not rows:
         raise SystemExit(f"{work_dir}: none of the kernels of {names} is in this database")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -359,6 +370,15 @@ def main() -> None:
     )
     p.add_argument("--small", action="store_true", help="with --from-database: the reduced models were tuned")
     p.add_argument(
+        "--full-models",
+        nargs="+",
+        default=[],
+        choices=sorted(models.MODELS),
+        metavar="MODEL",
+        help="with --from-database --small: zoo models also tuned into the database at full size (harvested "
+        "beside the small ones; held out by model, both sizes of a model leave together)",
+    )
+    p.add_argument(
         "--rules",
         nargs="+",
         default=None,
@@ -427,6 +447,7 @@ def main() -> None:
             args.retime,
             args.rules,
             mcpu,
+            args.full_models,
         )
     else:
         out = Path(args.out or ROOT / "cost_models" / name)
@@ -438,7 +459,17 @@ def main() -> None:
             raise SystemExit("--aa-database compares two databases: give --from-database too")
         aa_dataset = dataset.with_name(dataset.stem + "-aa.csv")
         names = args.models or sorted(models.MODELS)
-        harvest_dataset(args.aa_database, names, args.small, args.target, aa_dataset, args.retime, args.rules, mcpu)
+        harvest_dataset(
+            args.aa_database,
+            names,
+            args.small,
+            args.target,
+            aa_dataset,
+            args.retime,
+            args.rules,
+            mcpu,
+            args.full_models,
+        )
         again = repeatability(samples, load_dataset(aa_dataset, min_trials=args.min_trials))
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:

@@ -133,6 +133,33 @@ def test_harvest_script_builds_the_small_models_it_is_asked_for(tmp_path):
         train_script.harvest_dataset(str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "dataset.csv")
 
 
+def test_harvest_script_reads_both_sizes_of_a_database(tmp_path, monkeypatch):
+    """``--small --full-models M``: a database that holds both sizes of a model is
+    harvested at both, each model built once per size it was asked for."""
+    from tvm_eqsat import models
+
+    train_script = load_script("train_cost_model")
+    built, block = [], models.SMALL["resnet-block"]
+
+    def builder(size):
+        return lambda: built.append(size) or block()
+
+    monkeypatch.setitem(models.SMALL, "resnet-block", builder("small"))
+    monkeypatch.setitem(models.MODELS, "resnet-block", builder("full"))
+    tune.open_database(tmp_path)  # an empty database: every model is built, then the clear stop
+    with pytest.raises(SystemExit, match="none of the kernels"):
+        train_script.harvest_dataset(
+            str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "d.csv", full=["resnet-block"]
+        )
+    assert built == ["small", "full"]
+    built.clear()
+    with pytest.raises(SystemExit):  # full size asked twice: built once
+        train_script.harvest_dataset(
+            str(tmp_path), ["resnet-block"], False, "llvm", tmp_path / "d.csv", full=["resnet-block"]
+        )
+    assert built == ["full"]
+
+
 def test_training_reads_the_cpu_of_a_database_from_its_source(tmp_path):
     """``train_cost_model.py``: the CPU whose code the kernels are is ``--mcpu``, else the
     committed database's SOURCE.json, else generic; a CPU LLVM does not know stops it
