@@ -258,9 +258,7 @@ def harvest_dataset(
 
     tgt = tvm.target.Target(llvm_target(mcpu) if target == "llvm" else target)
     rows, seen, off = [], set(), []
-    sized = [(name, small) for name in names] + [
-        (name, False) for name in full or () if not (name in names and not small)
-    ]
+    sized = dict.fromkeys([(name, small) for name in names] + [(name, False) for name in full or ()])
     for name, reduced in sized:
         model = (models.SMALL if reduced else models.MODELS)[name]()
         options = {"flow": "tuned", **({"rules": tuple(rules)} if rules is not None else {})}
