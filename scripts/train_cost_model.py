@@ -433,20 +433,16 @@ def main() -> None:
     args = p.parse_args()
     mcpu = _mcpu(args)
     name = target_name(args.target, mcpu)
+
+    def harvest(database: str, path: Path) -> None:
+        """One database's kernels of the models asked for, as dataset rows at ``path``."""
+        names = args.models or sorted(models.MODELS)
+        harvest_dataset(database, names, args.small, args.target, path, args.retime, args.rules, mcpu, args.full_models)
+
     if args.from_database:
         out = Path(args.out or Path(args.from_database) / "cost_model")
         dataset = Path(args.dataset or out / "dataset.csv")
-        harvest_dataset(
-            args.from_database,
-            args.models or sorted(models.MODELS),
-            args.small,
-            args.target,
-            dataset,
-            args.retime,
-            args.rules,
-            mcpu,
-            args.full_models,
-        )
+        harvest(args.from_database, dataset)
     else:
         out = Path(args.out or ROOT / "cost_models" / name)
         dataset = Path(args.dataset or ROOT / "cost_models" / name / "dataset.csv")
@@ -456,18 +452,7 @@ def main() -> None:
         if not args.from_database:
             raise SystemExit("--aa-database compares two databases: give --from-database too")
         aa_dataset = dataset.with_name(dataset.stem + "-aa.csv")
-        names = args.models or sorted(models.MODELS)
-        harvest_dataset(
-            args.aa_database,
-            names,
-            args.small,
-            args.target,
-            aa_dataset,
-            args.retime,
-            args.rules,
-            mcpu,
-            args.full_models,
-        )
+        harvest(args.aa_database, aa_dataset)
         again = repeatability(samples, load_dataset(aa_dataset, min_trials=args.min_trials))
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
