@@ -5,8 +5,9 @@ For each 3x3 conv shape of the suite (ResNet-50's and VGG-19's, full size, batch
 constant weights, followed by a ReLU), the direct conv is timed against its Winograd
 F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl`` as
 ``winograd_cl.egg`` does (tiles laid out channels last), or with ``--family winograd_f4`` as
-F(4x4, 3x3) (``winograd_f4.egg``; ``--compare`` times another form too, in the same
-process), extracted with ``forms.rewritten_form`` whatever a cost model would choose.
+F(4x4, 3x3) (``winograd_f4.egg``), or with ``--family winograd_f4_cm`` as F(4x4, 3x3) with
+channel-major products (``winograd_f4_cm.egg``; ``--compare`` times another form too, in the
+same process), extracted with ``forms.rewritten_form`` whatever a cost model would choose.
 With ``--compare`` the pass chooses among all three forms, and its choice is right where
 that form ran within 2% of the fastest.  All are tuned with MetaSchedule (``--trials`` per
 kernel, one work database, so a rerun tunes nothing) or built with default schedules
@@ -82,7 +83,8 @@ def _direct_3x3(op: str, attrs: tuple, in_tys) -> bool:
 FAMILIES = {
     "winograd": (["winograd"], "conv2d-winograd-f2"),
     "winograd_cl": (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-cl"),
-    "winograd_f4": (["winograd_f4"], "conv2d-winograd-f4-cl"),
+    "winograd_f4": (["conv2d-winograd-f4-cl", "conv2d-winograd-f4-pad"], "conv2d-winograd-f4-cl"),
+    "winograd_f4_cm": (["winograd_f4_cm", "conv2d-winograd-f4-pad"], "conv2d-winograd-f4-cm"),
 }
 
 
@@ -90,6 +92,7 @@ FORM_NAMES = {
     "winograd": "Winograd F(2x2, 3x3)",
     "winograd_cl": "Winograd F(2x2, 3x3), channels-last tiles",
     "winograd_f4": "Winograd F(4x4, 3x3), channels-last tiles",
+    "winograd_f4_cm": "Winograd F(4x4, 3x3), channel-major products",
 }
 
 
@@ -98,18 +101,22 @@ TIE = 0.02  # a choice within 2% of the fastest form's time counts as right
 
 def pass_choice(changes, family: str, compare: str | None = None) -> str:
     """Which form the pass's changes made: ``direct``, ``winograd`` (``family``'s form) or,
-    where ``compare`` is the other tile size, ``compare`` (described changes name F(2x2, 3x3)
-    or F(4x4, 3x3); two F(2x2) forms cannot be told apart, so both count as ``winograd``)."""
-    made = {tile for tile in ("F(2x2", "F(4x4") if any(tile in s and "Winograd" in s for s in changes)}
+    where ``compare`` makes another form, ``compare`` (described changes name F(2x2, 3x3) or
+    F(4x4, 3x3), channel-major or not; two F(2x2) forms cannot be told apart, so both count
+    as ``winograd``)."""
+    made = {_form(s) for s in changes if "Winograd" in s}
     if not made:
         return "direct"
-    if compare and _tile(family) != _tile(compare):
-        return "winograd" if _tile(family) in made else "compare"
+    if compare and _form(FORM_NAMES[family]) != _form(FORM_NAMES[compare]):
+        return "winograd" if _form(FORM_NAMES[family]) in made else "compare"
     return "winograd"
 
 
-def _tile(family: str) -> str:
-    return "F(4x4" if family == "winograd_f4" else "F(2x2"
+def _form(words: str) -> str:
+    """The form a change or a family's name describes, as far as changes tell forms apart:
+    the tile size, and for F(4x4) whether its products are channel-major."""
+    tile = "F(4x4" if "F(4x4" in words else "F(2x2"
+    return tile + (" channel-major" if "channel-major" in words else "")
 
 
 FORMS = ("direct", "winograd", "compare")  # a row's forms: its times are "<form>_ms"

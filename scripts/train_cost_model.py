@@ -437,7 +437,12 @@ def main() -> None:
     def harvest(database: str, path: Path) -> None:
         """One database's kernels of the models asked for, as dataset rows at ``path``."""
         names = args.models or sorted(models.MODELS)
-        harvest_dataset(database, names, args.small, args.target, path, args.retime, args.rules, mcpu, args.full_models)
+        try:
+            harvest_dataset(
+                database, names, args.small, args.target, path, args.retime, args.rules, mcpu, args.full_models
+            )
+        except FileNotFoundError as err:  # a wrong directory: say so, not a traceback
+            raise SystemExit(str(err)) from None
 
     if args.from_database:
         out = Path(args.out or Path(args.from_database) / "cost_model")

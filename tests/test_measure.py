@@ -160,6 +160,15 @@ def test_harvest_script_reads_both_sizes_of_a_database(tmp_path, monkeypatch):
     assert built == ["full"]
 
 
+def test_harvest_script_stops_in_one_line_where_no_database_is(tmp_path, monkeypatch):
+    """``--from-database`` naming a directory without a database: a clear stop, no traceback."""
+    train_script = load_script("train_cost_model")
+    argv = ["train_cost_model.py", "--from-database", str(tmp_path), "--small", "--models", "resnet-block"]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit, match="no MetaSchedule JSON database"):
+        train_script.main()
+
+
 def test_training_reads_the_cpu_of_a_database_from_its_source(tmp_path):
     """``train_cost_model.py``: the CPU whose code the kernels are is ``--mcpu``, else the
     committed database's SOURCE.json, else generic; a CPU LLVM does not know stops it

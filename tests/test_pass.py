@@ -365,10 +365,14 @@ def test_grouped_batch_norm_folding_is_off_for_cuda_default_flow_only():
 
 @pytest.mark.parametrize(
     "rules, said, rtol",
-    [(["winograd"], "1 conv as Winograd F(2x2, 3x3)", 1e-5), (["winograd_f4"], "1 conv as Winograd F(4x4, 3x3)", 1e-4)],
+    [
+        (["winograd"], "1 conv as Winograd F(2x2, 3x3)", 1e-5),
+        (["winograd_f4"], "1 conv as Winograd F(4x4, 3x3)", 1e-4),
+        (["winograd_f4_cm"], "1 conv as Winograd F(4x4, 3x3), channel-major", 1e-4),
+    ],
 )
 def test_a_winograd_conv_is_checked_and_reported_as_one_conv(rules, said, rtol):
-    """winograd and winograd_f4: the roofline takes the Winograd form of a wide 3x3 conv;
+    """winograd, winograd_f4 and winograd_f4_cm: the roofline takes the Winograd form of a wide 3x3 conv;
     the module computes the direct conv's values, and the report names one conv as
     Winograd of its kind, not its tile conv, matmuls and transposes."""
     x = tensor("x", (1, 128, 16, 16))

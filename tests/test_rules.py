@@ -758,6 +758,7 @@ conv2d_winograd_f2_cl = _winograd_direct((6, 8), "conv2d-winograd-f2-cl")  # win
 conv2d_winograd_f2_even = _winograd_padded(((8, 7), (7, 6)), (7, 7), "conv2d-winograd-f2-even")
 # F(4x4): an 8x12 output; outputs 7x6 and 5x8, negative 8x4 (both multiples of 4)
 conv2d_winograd_f4_cl = _winograd_direct((8, 12), "conv2d-winograd-f4-cl")
+conv2d_winograd_f4_cm = _winograd_direct((8, 12), "conv2d-winograd-f4-cm")  # channel-major
 conv2d_winograd_f4_pad = _winograd_padded(((8, 7), (6, 9)), (9, 5), "conv2d-winograd-f4-pad")
 
 
@@ -829,11 +830,12 @@ BUILDERS = {
     "conv2d-winograd-f2-even": conv2d_winograd_f2_even,
     "conv2d-winograd-f2-cl": conv2d_winograd_f2_cl,
     "conv2d-winograd-f4-cl": conv2d_winograd_f4_cl,
+    "conv2d-winograd-f4-cm": conv2d_winograd_f4_cm,
     "conv2d-winograd-f4-pad": conv2d_winograd_f4_pad,
 }
 # rules that are not exact, with the relative difference they are tested within (each
 # rule's file states it); every other rule is tested within 1e-5
-TOLERANCE = {"conv2d-winograd-f4-cl": 1e-4}
+TOLERANCE = {"conv2d-winograd-f4-cl": 1e-4, "conv2d-winograd-f4-cm": 1e-4}
 
 
 def test_every_rule_has_a_test():
@@ -863,6 +865,7 @@ def test_rule_does_not_fire_when_guard_is_false(name):
         (["winograd"], "conv2d-winograd-f2-even", "conv2d-winograd-f2", 1e-5, 1),
         (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-even", "conv2d-winograd-f2-cl", 1e-5, 1),
         (["winograd_f4"], "conv2d-winograd-f4-pad", "conv2d-winograd-f4-cl", 1e-4, 2),
+        (["winograd_f4_cm", "conv2d-winograd-f4-pad"], "conv2d-winograd-f4-pad", "conv2d-winograd-f4-cm", 1e-4, 2),
     ],
 )
 def test_winograd_family_on_odd_sides_and_batch_two(rules, pad, form, rtol, transforms):

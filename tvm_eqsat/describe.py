@@ -20,6 +20,10 @@ NAMES = {
     "matmul of a conv weight": ("conv as a matmul", "convs as matmuls"),
     "winograd": ("conv as Winograd F(2x2, 3x3)", "convs as Winograd F(2x2, 3x3)"),
     "winograd f4": ("conv as Winograd F(4x4, 3x3)", "convs as Winograd F(4x4, 3x3)"),
+    "winograd f4 cm": (
+        "conv as Winograd F(4x4, 3x3), channel-major",
+        "convs as Winograd F(4x4, 3x3), channel-major",
+    ),
     "concat": ("concat", "concats"),
     "split": ("split", "splits"),
     "fused slice": ("part read in place as a fused slice", "parts read in place as fused slices"),
@@ -44,7 +48,7 @@ def census(graph: TensorGraph) -> Counter:
             # tile transform (a conv) and its product (a matmul) are not counted again
             table = graph.nodes[node.inputs[0]]
             if node.op == "Matmul" and table.op == "Table":
-                counts["winograd f4" if table.attrs[0].startswith("winograd-f4") else "winograd"] += 1
+                counts[_winograd_key(graph, node, table.attrs[0])] += 1
             continue
         if node.op == "Conv2d":
             counts[f"conv2d {node.attrs[4]}"] += 1
@@ -82,6 +86,19 @@ def _conv_weight(graph: TensorGraph, i: int) -> bool:
     return node.is_const and node.op != "Matmul" and len(shape) == 4
 
 
+def _winograd_key(graph: TensorGraph, out_transform, table: str) -> str:
+    """Which Winograd form an output transform ends: F(2x2) or F(4x4), and for F(4x4)
+    whether its products are channel-major (the transformed weight is their first operand,
+    ``conv2d-winograd-f4-cm``) or channels-last (their second)."""
+    if not table.startswith("winograd-f4"):
+        return "winograd"
+    product = graph.nodes[out_transform.inputs[1]]
+    while product.op == "Reshape":
+        product = graph.nodes[product.inputs[0]]
+    cm = product.op == "Matmul" and _from_table(graph, product.inputs[0])
+    return "winograd f4 cm" if cm else "winograd f4"
+
+
 def _from_table(graph: TensorGraph, i: int) -> bool:
     """Is node ``i`` a constant computed from a rule's table (tables.py), seen through
     reshapes, broadcasts and the first operand of matmuls (a transformed weight)?"""
@@ -105,7 +122,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
     as_winograd = 0
-    for key in ("winograd", "winograd f4"):
+    for key in ("winograd", "winograd f4", "winograd f4 cm"):
         n = max(after[key] - before[key], 0)
         if n:
             out.append(_n(n, key))

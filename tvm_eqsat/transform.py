@@ -135,11 +135,14 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # winograd's form does not at 64 channels (layers-winograd-llvm-tuned-t32[-tiles-c-last].md),
 # and full ResNet-50 with it ran 1.099x faster than its best stock variant (32 trials,
 # llvm-tuned-wino-t32.md); but the roofline also takes it on the 64-channel layers, where it
-# lost alone (0.82x), and no small model has been timed tuned with it.  scale (attention's
+# lost alone (0.82x), and no small model has been timed tuned with it.  winograd_f4_cm
+# (F(4x4) with channel-major products) ran 1.11-2.20x as fast as winograd_f4's form on three of
+# seven single layers and 0.71-0.96x on the other four (AVX-512, 32 trials, layers-winograd-llvm-
+# emeraldrapids-tuned-t32-f4-cm.md), and the roofline prices the two alike.  scale (attention's
 # scale into the projection weights) changed nothing measurable: TVM fuses the multiply it
 # removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
 # the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
-OPT_IN = ("conv_matmul", "winograd_cl", "scale")
+OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
 # 1.26x on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/
