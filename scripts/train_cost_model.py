@@ -125,8 +125,10 @@ def judged_on(held_out: dict | None, roofline: dict, held_out_big: dict | None, 
     """The held-out and roofline scores the predictors are judged on: the kernels of
     ``BIG_US`` or more where there are ``MIN_BIG`` of them (most of a model's time is
     there; tiny kernels rank by launch overhead), else all.  Returns (held out, roofline,
-    what they cover)."""
-    if held_out_big is not None and roofline_big is not None and held_out_big["n"] >= MIN_BIG:
+    what they cover).  A subset whose rank is undefined (NaN: a split where one side is
+    constant) judges nothing, so all kernels are judged instead."""
+    scored = held_out_big is not None and roofline_big is not None and held_out_big["n"] >= MIN_BIG
+    if scored and np.isfinite(held_out_big["spearman"]) and np.isfinite(roofline_big["spearman"]):
         return held_out_big, roofline_big, f"the kernels of {BIG_US:g} us or more"
     return held_out, roofline, "all kernels"
 

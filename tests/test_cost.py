@@ -988,6 +988,8 @@ def test_the_booster_answers_unmeasured_kernels_only_where_it_beat_the_roofline(
     assert judged[:2] == (big, roof_big) and tcm.unmeasured_predictor("auto", *judged[:2]) == "roofline"
     few = {"n": tcm.MIN_BIG - 1, "spearman": 0.57}
     assert tcm.judged_on(overall, roof, few, roof_big)[:2] == (overall, roof)
+    undefined = {"n": 40, "spearman": float("nan")}  # a degenerate split ranks nothing
+    assert tcm.judged_on(overall, roof, undefined, roof_big)[:2] == (overall, roof)
     op, attrs, ins, out = _matmul(8, 8, 8)
     samples = [Sample("m", "s", Workload(op, attrs, ins), out, us, 0.0) for us in (2.0, 8.0, 40.0)]
     assert tcm.roofline_scale(samples, np.array([1.0, 2.0, 4.0])) == pytest.approx(4.0)
