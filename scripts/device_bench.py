@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tvm  # noqa: E402
 from benchmark import STOCK_VARIANTS, best_stock_table, make_target, make_variant, pass_options  # noqa: E402
 
-from tvm_eqsat import batch_tune, bundle, models, provenance  # noqa: E402
+from tvm_eqsat import batch_tune, bundle, models, provenance, tune  # noqa: E402
 from tvm_eqsat.graph import TensorTy, module_graphs, ty_of  # noqa: E402
 
 VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat", "eqsat+tvm")
@@ -172,16 +172,32 @@ def _saved_modules(folder: str, variants: list[str] | None = None, names: list[s
     return found
 
 
+def _kernel_key(task) -> str:
+    return tune.kernel_hash(task.dispatched[0])
+
+
 def candidates(args) -> None:
     """A bundle of ``--n`` sampled schedules of every heavy kernel of the saved modules
     (or ``--budget`` in all, shared by the kernels' work: ``batch_tune.allot``; ``--only``
     some variants: stock for the A/A control, with another ``--seed``), each beside its
-    dlight schedule (``tvm_eqsat.batch_tune``)."""
+    dlight schedule (``tvm_eqsat.batch_tune``).  With ``--budget`` and ``--only``, a kernel
+    gets the share it has among every variant's kernels, the count the main bundle of the
+    same ``--budget`` gives it: an A/A control on a smaller search is no control."""
     target = make_target(args.target, args.arch)
+    select = None if args.all_kernels else batch_tune.heavy
     mods = _saved_modules(args.modules, args.only, args.models)
-    tasks = batch_tune.extract_tasks(list(mods.values()), target, None if args.all_kernels else batch_tune.heavy)
-    n = args.n if args.budget is None else batch_tune.allot(tasks, args.budget, least=min(args.n, 4))
-    print(f"{len(tasks)} kernels of {len(mods)} modules", file=sys.stderr)
+    tasks = batch_tune.extract_tasks(list(mods.values()), target, select)
+    n = args.n
+    if args.budget is not None:  # shared over every variant's kernels, as the main bundle's are
+        every = tasks
+        if args.only:
+            every = batch_tune.extract_tasks(
+                list(_saved_modules(args.modules, None, args.models).values()), target, select
+            )
+        shares = dict(zip(map(_kernel_key, every), batch_tune.allot(every, args.budget, least=min(args.n, 4))))
+        n = [shares[_kernel_key(t)] for t in tasks]
+    print(f"{len(tasks)} kernels of {len(mods)} modules, {n if isinstance(n, int) else sum(n)} samples"
+          f"{' each' if isinstance(n, int) else ''}", file=sys.stderr)  # fmt: skip
     path = batch_tune.candidate_bundle(
         tasks, target, args.out, n=n, seed=args.seed, python_version=args.python, number=args.number,
         repeat=args.repeat,
@@ -303,7 +319,7 @@ def collect(args) -> None:
         f"{manifest['built_with'].get('commit', '?')[:10]}{dirty}; weights {weights}. A variant whose module is that of "
         "stock (eqsat+tvm: of stock+tvm) is not built again: its row repeats that one's time.",
         "",
-        *best_stock_table(table_data),
+        *best_stock_table(table_data, tuned=args.flow == "tuned"),
     ]
     if left_out:
         lines += ["", "Not built (the pass flagged its own run and returned it unchanged): " + "; ".join(
@@ -363,7 +379,8 @@ def main(argv: list[str] | None = None) -> None:
         type=int,
         default=None,
         help="candidates in all, shared by the kernels' work (FLOPs x uses; at least min(--n, 4) each, at most 64)"
-        " instead of --n each: the dear convolutions get the samples",
+        " instead of --n each: the dear convolutions get the samples.  Shared over every saved variant's kernels,"
+        " also with --only: the A/A control then samples each stock kernel as often as the main bundle does",
     )
     k.add_argument("--seed", type=int, default=0)
     k.add_argument("--all-kernels", action="store_true", help="not only convolutions and matrix products")

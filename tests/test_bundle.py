@@ -15,7 +15,7 @@ import tvm
 from helpers import const, load_script, module, tensor
 from tvm.relax import op as R
 
-from tvm_eqsat import bundle
+from tvm_eqsat import batch_tune, bundle, tune
 
 
 def _mlp():
@@ -481,3 +481,28 @@ def test_device_tuning_tunes_kernels_against_the_stock_build(tmp_path, capsys):
     assert (out / "msdb.tar.gz").exists()
     script.main(["report", str(out / "tuned.json")])
     assert "| k0 | squeezenet |" in capsys.readouterr().out
+
+
+def test_aa_candidates_sample_each_stock_kernel_as_often_as_the_main_bundle(tmp_path, monkeypatch):
+    """With ``--budget``, ``--only stock`` gives each stock kernel the count it has in the
+    main bundle (the share among every variant's kernels), not a share of its own budget:
+    the A/A control searches as hard as the run it controls."""
+    bench = load_script("device_bench")
+    common = ["--small", "--target", "llvm", "--python", f"{sys.version_info.major}.{sys.version_info.minor}"]
+    bench.main(["variants", *common, "--models", "resnet-block", "--variants", "stock", "stock+nhwc",
+                "--out", str(tmp_path / "v")])  # fmt: skip
+    counts: dict[str, dict] = {}
+
+    def capture(tasks, target, out_dir, n, **_):
+        counts[Path(out_dir).name] = dict(zip((tune.kernel_hash(t.dispatched[0]) for t in tasks), n))
+        return Path(out_dir)
+
+    monkeypatch.setattr(batch_tune, "candidate_bundle", capture)
+    monkeypatch.setattr(bundle, "bundle_bytes", lambda path: 0)
+    for tag, extra in (("main", []), ("aa", ["--only", "stock", "--seed", "7"])):
+        bench.main(["candidates", *common, "--modules", str(tmp_path / "v"), "--budget", "200", *extra,
+                    "--out", str(tmp_path / tag)])  # fmt: skip
+    main, aa = counts["main"], counts["aa"]
+    assert aa and set(aa) < set(main)  # stock's kernels, a strict subset (NHWC convs are others)
+    assert all(aa[k] == main[k] for k in aa)
+    assert sum(aa.values()) < 200
