@@ -97,6 +97,10 @@ def test_noise_floor_and_best_stock_headline():
     assert "| a | stock+tvm | 8 | eqsat | 7 | 1.143x | ±10.0% |" in lines  # against stock+tvm, not stock
     assert "| b | stock | 4 | eqsat | 3.96 | 1.010x (within noise) | ±2.5% |" in lines
     assert "over 2 models (1 within their noise floor)" in lines
+    assert "no A/A" not in lines  # the default flow has no tuning lottery
+    tuned = "\n".join(bench.best_stock_table(data, tuned=True))
+    assert "| ±2.5% (no A/A) |" in tuned and "| ±10.0% |" in tuned  # b's floor lacks the lottery; a's has it
+    assert "(1 within their noise floor; 1 without an A/A control" in tuned
 
 
 def test_sidecar_markdown_and_chart(run):
