@@ -11,7 +11,9 @@ as the pass targets, and writes one row per kernel:
 
 The committed ``benchmarks/results/bandwidth-llvm.json`` is the source of the
 ``("llvm", "tuned")`` machine's two tiers, ``bandwidth-llvm-permute.json`` (``--ops Permute
---trials 32``) of its transpose bandwidth.
+--trials 32``) of its transpose bandwidth.  ``bandwidth-llvm-emeraldrapids.json``
+(``--target '{"kind": "llvm", "mcpu": "emeraldrapids"}' --work-dir ~/.cache/tvm_eqsat/ms-bandwidth-emeraldrapids``,
+on the Xeon VM) is the source of the AVX-512 machine's (``cost._tuned_llvm_machines``).
 """
 
 from __future__ import annotations

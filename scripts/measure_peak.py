@@ -4,8 +4,10 @@ TVM's plain ``llvm`` target compiles for generic x86-64 (SSE2): the roofline's l
 (``tvm_eqsat.cost.MACHINES``) was calibrated on such code.  With ``-mcpu`` set to the
 machine's CPU, MetaSchedule's kernels use its wider vector units, and compute-bound kernels
 run several times faster while memory-bound ones barely change, matmuls more than convs and
-depthwise convs least; the roofline's per-kernel peaks (``cost.PEAK_SHARE``) are these
-rates over the generic matmuls'.  Both builds are tuned with the same budget and timed in
+depthwise convs least.  The roofline's per-kernel peaks (``cost._tuned_llvm_machines``) are,
+for generic code, these rates over the generic matmuls' (times the machine's peak); for
+AVX-512, these rates themselves, beside ``measure_bandwidth.py``'s memory tiers from the same
+machine and hour (``bandwidth-llvm-emeraldrapids.json``).  Both builds are tuned with the same budget and timed in
 one process, on one machine:
 
     python scripts/measure_peak.py --trials 32      # benchmarks/results/peak-llvm.json

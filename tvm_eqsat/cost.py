@@ -78,37 +78,61 @@ MACHINES = {  # (target kind, build flow) -> machine
 
 # The llvm machines above were calibrated on TVM's plain llvm target, which compiles for
 # generic x86-64 (SSE2, 128-bit vectors).  Tuned kernels do not all reach the same share of
-# the peak, and do not all gain alike from wider vectors (-mcpu naming the CPU): on a 2-core
-# Xeon VM (emeraldrapids, AVX-512), tuned with 32 trials and timed in one process, in GFLOP/s
-# (benchmarks/results/peak-llvm.json, scripts/measure_peak.py, 2026-11-27):
+# the peak, and do not all gain alike from wider vectors (-mcpu naming the CPU).  On a 2-core
+# Xeon VM (emeraldrapids, AVX-512), tuned with 32 trials and timed in one process, tuning
+# paused, in GFLOP/s (benchmarks/results/peak-llvm.json, scripts/measure_peak.py,
+# 2026-11-27 23:31; an earlier run under load measured 1.3-1.8x less):
 #
 #   kernel                                generic   AVX-512
-#   512^3 matmul                             35.4     156.7
-#   36 x (196x64 @ 64x64) batched matmul     31.2     135.2
-#   3x3 conv, 64 ch, 56x56                   36.0      91.3
-#   depthwise 6x6/4 conv (Winograd's input)  18.9      39.8
+#   512^3 matmul                             53.6     289.7
+#   36 x (196x64 @ 64x64) batched matmul     45.6     138.6
+#   3x3 conv, 64 ch, 56x56                   50.4     121.0
+#   depthwise 6x6/4 conv (Winograd's input)  29.9      48.3
 #
-# The roofline's compute peak for a kernel is the machine's times its class's share here,
-# over the generic matmuls' (geometric mean of the two): matmuls 1.0 and 4.4, dense convs
-# 1.1 and 2.8, convs with one input channel per group (depthwise) 0.57 and 1.2, anything
-# else the geometric mean of the three; before, one peak for every kernel, 3.4x for AVX-512.
-# It makes the roofline more wary of Winograd forms whose transforms are depthwise convs (with
-# the one-pass F(4x4) transform, full-size Inception-v3 took it for one conv fewer; with the
-# separable one, no model of the suite checked changes its choices).
-# The same kernels ran 1.6-2x faster the day before (the VM's speed varies; the ratios held
-# within 30%).  AVX2 is the geometric mean of the two widths (not measured).
+# A matmul's peak is the geometric mean of the two matmuls.  Generic code: each class's
+# peak is the machine's 100 GFLOP/s times its share of the generic matmuls' (matmul 1.0,
+# dense conv 1.02, depthwise 0.60).
+#
+# AVX-512 code: the whole machine is that Xeon's, measured in one quiet window: those
+# peaks, and its memory tiers from tuned AVX-512 GEMVs minutes before
+# (benchmarks/results/bandwidth-llvm-emeraldrapids.json: 61-111 GB/s with 0.5-8 MB of
+# traffic, 51 GB/s at 32 MB).  Before, the generic machine's 100 GFLOP/s times the shares at
+# 512 bits priced a dense conv at 275 GFLOP/s and memory at 25-70 GB/s: 2.3x too fast in
+# compute and 1.1-2x too slow in memory.  So it kept ResNet-50's 512-channel 7x7 convs
+# direct (priced 843 us, timed 2,168) against a Winograd form timed 1.71x faster, whose
+# transformed weights it over-priced (layers-winograd-llvm-emeraldrapids-tuned-t32-f4-cm.md).
+# Calibrated, it orders all 7 timed layers of that file right (6 before).  AVX2 (not
+# measured): the geometric mean of the two machines.
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
-_SHARE_128 = {"matmul": 1.0, "conv": 1.08, "depthwise": 0.57}
-_SHARE_512 = {"matmul": 4.37, "conv": 2.75, "depthwise": 1.20}
-PEAK_SHARE = {
-    128: _SHARE_128,
-    256: {c: float(np.sqrt(_SHARE_128[c] * _SHARE_512[c])) for c in COMPUTE_CLASSES},
-    512: _SHARE_512,
-}
+_SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
+_PEAK_512 = {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3}  # GFLOP/s, the Xeon's
+_MEMORY_512 = {"bandwidth_gbs": 51.3, "cache_gbs": 80.0}  # its DRAM tier, and traffic of 16 MB or less
+
+
+def _tuned_llvm_machines(simd_bits: int) -> dict[str, Machine] | None:
+    """{compute class: machine} of the llvm tuned flow at a vector width (None where not
+    measured): generic code on the generic machine with its class shares, AVX-512 the
+    measured Xeon, AVX2 the geometric mean of the two."""
+    generic = MACHINES[("llvm", "tuned")]
+    narrow = {c: dataclasses.replace(generic, peak_gflops=generic.peak_gflops * f) for c, f in _SHARE_128.items()}
+    wide = {c: dataclasses.replace(generic, peak_gflops=p, **_MEMORY_512) for c, p in _PEAK_512.items()}
+    if simd_bits == 128:
+        return narrow
+    if simd_bits == 512:
+        return wide
+    if simd_bits == 256:
+        mean = ("peak_gflops", "bandwidth_gbs", "cache_gbs")
+        return {
+            c: dataclasses.replace(
+                generic, **{f: float(np.sqrt(getattr(narrow[c], f) * getattr(wide[c], f))) for f in mean}
+            )
+            for c in COMPUTE_CLASSES
+        }
+    return None
 
 
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
-    """Which measured kind of compute kernel a node is (``PEAK_SHARE``), None for the rest."""
+    """Which measured kind of compute kernel a node is (``_tuned_llvm_machines``), None for the rest."""
     if op == "Matmul":
         return "matmul"
     if op == "Conv2d" and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
@@ -140,8 +164,8 @@ def cpu_vector_bits(mcpu: str) -> int:
 
 class RooflineCostModel:
     """FLOPs/bytes against a machine's peaks, shaped by how TVM fuses and folds; in the llvm
-    tuned flow, the compute peak of the kernel's class at the target's vector width
-    (``PEAK_SHARE``)."""
+    tuned flow, the compute peak of the kernel's class at the target's vector width, and at
+    512 bits the measured AVX-512 machine's memory tiers (``_tuned_llvm_machines``)."""
 
     name = "roofline"
 
@@ -149,14 +173,13 @@ class RooflineCostModel:
         if flow not in FLOWS:
             raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
         self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
-        share = PEAK_SHARE.get(simd_bits) if target_kind == "llvm" and flow == "tuned" else None
         # a kernel's machine: the peak of its class (the others: the classes' geometric mean)
         self._machines: dict[str | None, Machine] = {}
-        if share is not None:
-            self._machines = {c: dataclasses.replace(self.machine, peak_gflops=self.machine.peak_gflops * f)
-                              for c, f in share.items()}  # fmt: skip
-            rest = float(np.exp(np.mean(np.log(list(share.values())))))
-            self.machine = dataclasses.replace(self.machine, peak_gflops=self.machine.peak_gflops * rest)
+        if target_kind == "llvm" and flow == "tuned":
+            self._machines = dict(_tuned_llvm_machines(simd_bits) or {})
+        if self._machines:
+            rest = np.exp(np.mean(np.log([m.peak_gflops for m in self._machines.values()])))
+            self.machine = dataclasses.replace(next(iter(self._machines.values())), peak_gflops=float(rest))
 
     def node_cost(self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool) -> float:
         if is_const or op in (INPUT, CONST, TUPLE_NODE, TGET):

@@ -246,7 +246,7 @@ def roofline_from_features(x: np.ndarray, machine: tuple[str, str] = RESIDUAL_MA
     features, as log2): launch + max(compute, memory at the tier the traffic fits), as
     ``cost.RooflineCostModel`` prices a kernel node, with the machine's one compute peak for
     every kernel: the baseline the shipped residual models learned against (the pass's
-    roofline gives each kind of kernel its own peak since 2026-11-27, ``cost.PEAK_SHARE``;
+    roofline gives each kind of kernel its own peak since 2026-11-27, ``cost._tuned_llvm_machines``;
     a model's correction absorbs the difference, a changed baseline would shift it)."""
     from .cost import MACHINES
 
