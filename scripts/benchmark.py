@@ -50,8 +50,10 @@ instruction set is not the other's.  Rows are never added to a results file time
 
 Results go to ``benchmarks/results/<target>-<flow>[-small][-checked][-<tag>].{csv,json,md,png}`` (or
 ``--out-dir``): one CSV row per model and variant, appended as each model finishes; models
-whose rows are all there are skipped unless ``--force`` (which replaces a model's rows once
-its new ones are in, so an interrupted re-run loses nothing).  A model that fails to import or
+whose rows are all there are skipped unless ``--force``.  A model that runs again (``--force``,
+or a variant asked for that it lacks) has all its rows replaced by the new run's once they are
+in, so an interrupted re-run loses nothing, and a model's variants are always timed in one
+process (a variant added later is not set against rows timed in another).  A model that fails to import or
 to build is logged and skipped.  The console shows progress (model, variant, phase, tuning
 trials with the time left) and the results; what TVM's C++ code prints (thousands of
 repeated warnings while MetaSchedule tunes) goes to ``<stem>.log`` beside the results.
@@ -1074,8 +1076,8 @@ def run(args, argv: list[str]) -> int:
     failures: dict[str, str] = {}
 
     rows = [] if args.dry_run or args.tune_only else read_rows(csv_path)
-    # --force replaces a model's old rows only once its new ones are measured: an
-    # interrupted or failing re-run keeps the results it did not replace
+    # a model's old rows are replaced only once its new ones are measured: an interrupted or
+    # failing re-run keeps the results it did not replace
     stale = set(args.models) if args.force else set()
     done = {(r["model"], r["variant"]) for r in rows if r["model"] not in stale}
     if done:
@@ -1111,15 +1113,13 @@ def run(args, argv: list[str]) -> int:
             failures[name] = f"run: {_short(err)}"
             log.warning("%s failed: %s", name, failures[name])
             continue
-        new = [r for r in new if (r["model"], r["variant"]) not in done]
-        if new:
+        if new:  # every variant was timed again in this process: its rows replace all of the model's
             out_dir.mkdir(parents=True, exist_ok=True)
-            if name in stale:
-                rows = [r for r in rows if r["model"] != name] + new
-                write_rows(csv_path, rows, append=False)
-            else:
-                write_rows(csv_path, new)
-                rows += new
+            earlier = [r["variant"] for r in rows if r["model"] == name]
+            rows = [r for r in rows if r["model"] != name] + new
+            write_rows(csv_path, rows, append=False)
+            if earlier:
+                tqdm.write(f"{name}: its earlier rows ({', '.join(earlier)}) replaced by this run's")
             eq = next((r for r in new if r["variant"] == "eqsat"), None)
             tqdm.write(
                 f"{name}: stock {new[0]['median_ms']} ms"

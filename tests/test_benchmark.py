@@ -185,6 +185,34 @@ def test_forced_rerun_that_fails_keeps_the_old_rows(run, monkeypatch):
     assert _rows(out / "llvm-default-small.csv") == before
 
 
+def test_a_variant_added_later_retimes_the_whole_model(run, monkeypatch):
+    """A model that lacks one asked variant runs again, and the new run's rows replace all
+    of its rows: a model's variants are never timed in different processes."""
+    bench, out, argv = run
+    path = out / "llvm-default-small.csv"
+    before = _rows(path)
+    kept = [r for r in before if r["variant"] != "stock-aa"]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(before[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+
+    def retimed(name, model, variants, *_args, **_kwargs):
+        return [{**r, "median_ms": "999"} for r in before if r["variant"] in variants]
+
+    monkeypatch.setattr(bench, "bench_model", retimed)
+    try:
+        assert bench.main(argv) == 0
+        after = _rows(path)
+        assert sorted(r["variant"] for r in after) == sorted(r["variant"] for r in before)
+        assert all(r["median_ms"] == "999" for r in after)  # stock too, though its row was there
+    finally:  # the module-scoped fixture's file as it was, for the tests after this one
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(before[0]))
+            writer.writeheader()
+            writer.writerows(before)
+
+
 def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, capsys):
     """The benchmark's own database and the A/A control's are seeded from
     benchmarks/tuning/<target>[-aa]; where they were tuned is said."""
