@@ -191,11 +191,7 @@ def test_a_variant_added_later_retimes_the_whole_model(run, monkeypatch):
     bench, out, argv = run
     path = out / "llvm-default-small.csv"
     before = _rows(path)
-    kept = [r for r in before if r["variant"] != "stock-aa"]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(before[0]))
-        writer.writeheader()
-        writer.writerows(kept)
+    bench.write_rows(path, [r for r in before if r["variant"] != "stock-aa"], append=False)
 
     def retimed(name, model, variants, *_args, **_kwargs):
         return [{**r, "median_ms": "999"} for r in before if r["variant"] in variants]
@@ -207,10 +203,7 @@ def test_a_variant_added_later_retimes_the_whole_model(run, monkeypatch):
         assert sorted(r["variant"] for r in after) == sorted(r["variant"] for r in before)
         assert all(r["median_ms"] == "999" for r in after)  # stock too, though its row was there
     finally:  # the module-scoped fixture's file as it was, for the tests after this one
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(before[0]))
-            writer.writeheader()
-            writer.writerows(before)
+        bench.write_rows(path, before, append=False)
 
 
 def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, capsys):

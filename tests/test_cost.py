@@ -459,13 +459,19 @@ def test_tuned_roofline_tiers_match_the_committed_bandwidth_measurements():
         "rows"
     ]
     machine = cost.MACHINES[("llvm", "tuned")]
+    _assert_tiers_fit_gemvs(machine, rows)
+    assert machine.us_per_byte(machine.cache_bytes) < machine.us_per_byte(machine.cache_bytes + 1)
+
+
+def _assert_tiers_fit_gemvs(machine, rows: list[dict]) -> None:
+    """A machine's cache tier lies within the range the measured GEMVs that fit it stream
+    at, its memory tier within 25% of the median of those that overflow it."""
     gemvs = [r for r in rows if r["op"] == "Matmul" and r["shapes"][0][0] == 1 and r["bytes"] >= 512 << 10]
     cached = [r["gb_per_s"] for r in gemvs if r["bytes"] <= machine.cache_bytes]
     spilled = [r["gb_per_s"] for r in gemvs if r["bytes"] > machine.cache_bytes]
     assert cached and spilled
     assert min(cached) <= machine.cache_gbs <= max(cached)
     assert machine.bandwidth_gbs == pytest.approx(float(np.median(spilled)), rel=0.25)
-    assert machine.us_per_byte(machine.cache_bytes) < machine.us_per_byte(machine.cache_bytes + 1)
 
 
 def test_tuned_roofline_peak_follows_the_targets_vector_width():
@@ -503,11 +509,7 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
         assert per_flop[1] > 1.5 * per_flop[0]
     rows = json.loads((results / "bandwidth-llvm-emeraldrapids.json").read_text())["rows"]
     machine = wide._machines["matmul"]
-    gemvs = [r for r in rows if r["op"] == "Matmul" and r["shapes"][0][0] == 1 and r["bytes"] >= 512 << 10]
-    cached = [r["gb_per_s"] for r in gemvs if r["bytes"] <= machine.cache_bytes]
-    spilled = [r["gb_per_s"] for r in gemvs if r["bytes"] > machine.cache_bytes]
-    assert cached and spilled and min(cached) <= machine.cache_gbs <= max(cached)
-    assert machine.bandwidth_gbs == pytest.approx(float(np.median(spilled)), rel=0.25)
+    _assert_tiers_fit_gemvs(machine, rows)
     assert all(m.cache_gbs == machine.cache_gbs for m in [wide.machine, *wide._machines.values()])
     avx2 = cost._tuned_llvm_machines(256)
     for c, m in avx2.items():
