@@ -5,12 +5,13 @@ TVM's plain ``llvm`` target compiles for generic x86-64 (SSE2): the roofline's l
 machine's CPU, MetaSchedule's kernels use its wider vector units, and compute-bound kernels
 run several times faster while memory-bound ones barely change, matmuls more than convs and
 depthwise convs least.  The roofline's per-kernel peaks (``cost._tuned_llvm_machines``) are,
-for generic code, these rates over the generic matmuls' (times the machine's peak); for
-AVX-512, these rates themselves, beside ``measure_bandwidth.py``'s memory tiers from the same
-machine and hour (``bandwidth-llvm-emeraldrapids.json``).  Both builds are tuned with the same budget and timed in
-one process, on one machine:
+for generic code, the Xeon's rates over its generic matmuls' (times the machine's peak); for
+AVX-512, each measured CPU's rates themselves (``cost._MEASURED_512``), beside
+``measure_bandwidth.py``'s memory tiers from the same machine and hour
+(``bandwidth-llvm-<cpu>.json``).  Both builds are tuned with the same budget and timed in
+one process, on one machine, with nothing else running:
 
-    python scripts/measure_peak.py --trials 32      # benchmarks/results/peak-llvm.json
+    python scripts/measure_peak.py --trials 32      # benchmarks/results/peak-llvm-<cpu>.json
 """
 
 from __future__ import annotations
@@ -69,12 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mcpu", default="host", help="the CPU to compare with generic x86-64 (default: this one)")
     p.add_argument("--work-dir", default=str(Path.home() / ".cache/tvm_eqsat/ms-peak"))
     p.add_argument("--repeat", type=int, default=30)
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "peak-llvm.json"))
+    p.add_argument("--out", default=None, help="default: benchmarks/results/peak-llvm-<cpu>.json")
     args = p.parse_args(argv)
     try:
         host = tune.resolve_mcpu(args.mcpu)
     except ValueError as err:
         p.error(str(err))
+    out = Path(args.out or ROOT / "benchmarks" / "results" / f"peak-llvm-{host}.json")
     rows = []
     for mcpu in tqdm(["generic", host], desc="code", unit="target"):
         target = tune.tuning_target(tune.llvm_target(mcpu))
@@ -105,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "speedup_over_generic": speedups,
     }
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{host} over generic x86-64: {speedups} -> {args.out}")
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{host} over generic x86-64: {speedups} -> {out}")
     return 0
 
 

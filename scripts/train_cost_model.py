@@ -106,12 +106,12 @@ def held_out_by_model(
     return y, pred, list(groups), per_model
 
 
-def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128) -> np.ndarray:
+def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128, mcpu: str = "generic") -> np.ndarray:
     """The analytic model's costs for the same kernels (its baseline ranking), with the
-    compute peak of the code's vector width, as the pass prices them."""
+    compute peak of the code's vector width and CPU, as the pass prices them."""
     from tvm_eqsat.cost import RooflineCostModel
 
-    model = RooflineCostModel(target, flow, simd_bits)
+    model = RooflineCostModel(target, flow, simd_bits, mcpu)
     return np.array(
         [model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples]
     )
@@ -491,7 +491,7 @@ def main() -> None:
         without_grid = None
         split = "random 5-fold (one model only)"
     roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
-    roofline_pred = roofline_us(samples, args.target, roofline_flow, _simd_bits(args.target, mcpu))
+    roofline_pred = roofline_us(samples, args.target, roofline_flow, _simd_bits(args.target, mcpu), mcpu)
     roofline = metrics(y, roofline_pred)
     pairs = layout_pairs(samples)
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None

@@ -478,7 +478,7 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
     """Code for an AVX-512 CPU computes faster than generic x86-64 code: a compute-bound
     matmul gets cheaper.  Generic code: each class's peak is the machine's times its share
     of the generic matmuls' measured rate; AVX-512: the measured rates themselves, with the
-    memory tiers of GEMVs tuned and timed on the same CPU (benchmarks/results/peak-llvm.json
+    memory tiers of GEMVs tuned and timed on the same CPU (benchmarks/results/peak-llvm-emeraldrapids.json
     and bandwidth-llvm-emeraldrapids.json).  A depthwise conv computes slower than a dense
     one at either width, and AVX2 lies between the two."""
     import json
@@ -495,7 +495,7 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
     assert wide.node_cost(*square, False) < generic.node_cost(*square, False) / 1.5
     assert cost.RooflineCostModel("llvm", "default", 512).machine == cost.MACHINES[("llvm", "default")]  # not measured
     results = Path(__file__).resolve().parent.parent / "benchmarks/results"
-    measured = json.loads((results / "peak-llvm.json").read_text())
+    measured = json.loads((results / "peak-llvm-emeraldrapids.json").read_text())
     rate = {(r["vector_bits"], r["case"]): r["gflop_per_s"] for r in measured["rows"]}
     matmul = {bits: np.sqrt(rate[bits, "matmul"] * rate[bits, "batch-matmul"]) for bits in (128, 512)}
     peak = cost.MACHINES[("llvm", "tuned")].peak_gflops
@@ -515,6 +515,34 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
     for c, m in avx2.items():
         ends = sorted([generic._machines[c].peak_gflops, wide._machines[c].peak_gflops])
         assert ends[0] < m.peak_gflops < ends[1]
+
+
+def test_each_measured_avx512_cpu_is_priced_as_measured_and_others_as_the_xeon():
+    """``_MEASURED_512`` holds each CPU's own files (peak-llvm-<cpu>.json: compute peaks,
+    matmul the geometric mean of the two matmuls; bandwidth-llvm-<cpu>.json: memory tiers
+    that fit its GEMVs).  The Zen 5's dense conv computes faster than the Xeon's, so the
+    same conv is priced cheaper there; a CPU measured nowhere keeps the Xeon's machine, and
+    generic code ignores the CPU."""
+    import json
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parent.parent / "benchmarks/results"
+    for mcpu in ("emeraldrapids", "znver5"):
+        measured = json.loads((results / f"peak-llvm-{mcpu}.json").read_text())
+        rate = {r["case"]: r["gflop_per_s"] for r in measured["rows"] if r["mcpu"] == mcpu}
+        wanted = {
+            "matmul": np.sqrt(rate["matmul"] * rate["batch-matmul"]), "conv": rate["conv"],
+            "depthwise": rate["depthwise"],
+        }  # fmt: skip
+        machines = cost._tuned_llvm_machines(512, mcpu)
+        assert {c: m.peak_gflops for c, m in machines.items()} == pytest.approx(wanted, rel=0.02)
+        rows = json.loads((results / f"bandwidth-llvm-{mcpu}.json").read_text())["rows"]
+        _assert_tiers_fit_gemvs(machines["matmul"], rows)
+    assert cost._tuned_llvm_machines(512, "skylake-avx512") == cost._tuned_llvm_machines(512, "emeraldrapids")
+    assert cost._tuned_llvm_machines(128, "znver5") == cost._tuned_llvm_machines(128)
+    conv = _conv(64, 64, 1)
+    zen, xeon = (cost.make_cost_model("roofline", "llvm", "tuned", 512, m) for m in ("znver5", "emeraldrapids"))
+    assert zen.node_cost(*conv, False) < xeon.node_cost(*conv, False) / 1.3
 
 
 def test_a_model_trained_on_generic_code_says_so_for_a_wider_target(monkeypatch, caplog):

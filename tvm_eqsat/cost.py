@@ -80,7 +80,7 @@ MACHINES = {  # (target kind, build flow) -> machine
 # generic x86-64 (SSE2, 128-bit vectors).  Tuned kernels do not all reach the same share of
 # the peak, and do not all gain alike from wider vectors (-mcpu naming the CPU).  On a 2-core
 # Xeon VM (emeraldrapids, AVX-512), tuned with 32 trials and timed in one process, tuning
-# paused, in GFLOP/s (benchmarks/results/peak-llvm.json, scripts/measure_peak.py,
+# paused, in GFLOP/s (benchmarks/results/peak-llvm-emeraldrapids.json, scripts/measure_peak.py,
 # 2026-11-27 23:31; an earlier run under load measured 1.3-1.8x less):
 #
 #   kernel                                generic   AVX-512
@@ -103,19 +103,32 @@ MACHINES = {  # (target kind, build flow) -> machine
 # transformed weights it over-priced (layers-winograd-llvm-emeraldrapids-tuned-t32-f4-cm.md).
 # Calibrated, it orders all 7 timed layers of that file right (6 before).  AVX2 (not
 # measured): the geometric mean of the two machines.
+#
+# AVX-512 CPUs differ more than one machine can stand for.  A 2-core AMD EPYC VM (znver5,
+# Zen 5), measured the same way (peak-llvm-znver5.json, bandwidth-llvm-znver5.json,
+# 2026-11-28): 512^3 matmul 163.0, batched matmul 241.4, 3x3 conv 209.5, depthwise 94.7
+# GFLOP/s.  Its dense conv runs 1.7x and its depthwise 2x the Xeon's, its matmuls alike; so
+# a Winograd form, which trades conv work for batched matmuls and depthwise transforms,
+# gains less there.  A CPU measured here is priced as itself; any other AVX-512 CPU as the
+# Xeon, the first one measured.
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
-_PEAK_512 = {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3}  # GFLOP/s, the Xeon's
-_MEMORY_512 = {"bandwidth_gbs": 51.3, "cache_gbs": 80.0}  # its DRAM tier, and traffic of 16 MB or less
+_MEASURED_512 = {  # mcpu -> (GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
+    "emeraldrapids": ({"matmul": 200.4, "conv": 121.0, "depthwise": 48.3}, {"bandwidth_gbs": 51.3, "cache_gbs": 80.0}),
+    "znver5": ({"matmul": 198.4, "conv": 209.5, "depthwise": 94.7}, {"bandwidth_gbs": 73.1, "cache_gbs": 97.3}),
+}
+_DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
 
 
-def _tuned_llvm_machines(simd_bits: int) -> dict[str, Machine] | None:
+def _tuned_llvm_machines(simd_bits: int, mcpu: str = "generic") -> dict[str, Machine] | None:
     """{compute class: machine} of the llvm tuned flow at a vector width (None where not
-    measured): generic code on the generic machine with its class shares, AVX-512 the
-    measured Xeon, AVX2 the geometric mean of the two."""
+    measured): generic code on the generic machine with its class shares; AVX-512 the CPU's
+    own measurements (``_MEASURED_512``, the Xeon's for a CPU not measured); AVX2 the
+    geometric mean of the generic and the Xeon's."""
     generic = MACHINES[("llvm", "tuned")]
     narrow = {c: dataclasses.replace(generic, peak_gflops=generic.peak_gflops * f) for c, f in _SHARE_128.items()}
-    wide = {c: dataclasses.replace(generic, peak_gflops=p, **_MEMORY_512) for c, p in _PEAK_512.items()}
+    peaks, memory = _MEASURED_512[mcpu if simd_bits == 512 and mcpu in _MEASURED_512 else _DEFAULT_512]
+    wide = {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
     if simd_bits == 128:
         return narrow
     if simd_bits == 512:
@@ -165,18 +178,18 @@ def cpu_vector_bits(mcpu: str) -> int:
 class RooflineCostModel:
     """FLOPs/bytes against a machine's peaks, shaped by how TVM fuses and folds; in the llvm
     tuned flow, the compute peak of the kernel's class at the target's vector width, and at
-    512 bits the measured AVX-512 machine's memory tiers (``_tuned_llvm_machines``)."""
+    512 bits the memory tiers of the CPU (``mcpu``) as measured (``_tuned_llvm_machines``)."""
 
     name = "roofline"
 
-    def __init__(self, target_kind: str, flow: str = "tuned", simd_bits: int = 128) -> None:
+    def __init__(self, target_kind: str, flow: str = "tuned", simd_bits: int = 128, mcpu: str = "generic") -> None:
         if flow not in FLOWS:
             raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
         self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
         # a kernel's machine: the peak of its class (the others: the classes' geometric mean)
         self._machines: dict[str | None, Machine] = {}
         if target_kind == "llvm" and flow == "tuned":
-            self._machines = dict(_tuned_llvm_machines(simd_bits) or {})
+            self._machines = dict(_tuned_llvm_machines(simd_bits, mcpu) or {})
         if self._machines:
             rest = np.exp(np.mean(np.log([m.peak_gflops for m in self._machines.values()])))
             self.machine = dataclasses.replace(next(iter(self._machines.values())), peak_gflops=float(rest))
@@ -216,9 +229,11 @@ class LearnedCostModel:
 
     name = "xgb"
 
-    def __init__(self, kernel_model, target_kind: str, flow: str = "tuned", simd_bits: int = 128) -> None:
+    def __init__(
+        self, kernel_model, target_kind: str, flow: str = "tuned", simd_bits: int = 128, mcpu: str = "generic"
+    ) -> None:
         self.kernels = kernel_model
-        self.fallback = RooflineCostModel(target_kind, flow, simd_bits)
+        self.fallback = RooflineCostModel(target_kind, flow, simd_bits, mcpu)
         meta = getattr(kernel_model, "metadata", None) or {}
         # None: the booster prices unmeasured kernels; else the fallback roofline times this
         self.roofline_scale: float | None = (
@@ -331,7 +346,8 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits:
     ``cost_models/llvm/REPORT.md``), or a path to a directory holding model.json +
     metadata.json.  ``simd_bits``: the target's vector width (``vector_bits``), which
     scales the roofline's tuned compute peak; ``mcpu``: its CPU (``target_cpu``), whose own
-    tuned-flow model, where one is shipped, is the one ``"xgb"`` loads."""
+    tuned-flow model, where one is shipped, is the one ``"xgb"`` loads, and whose measured
+    AVX-512 machine, where there is one, the roofline's."""
     from .xgb_model import KernelModel
 
     if flow not in FLOWS:
@@ -339,18 +355,18 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits:
     if spec == "auto":
         spec = "xgb" if flow == "default" and shipped_model_dir(target_kind, flow, mcpu) is not None else "roofline"
     if spec == "roofline":
-        return RooflineCostModel(target_kind, flow, simd_bits)
+        return RooflineCostModel(target_kind, flow, simd_bits, mcpu)
     if spec == "xgb":
         directory = shipped_model_dir(target_kind, flow, mcpu)
         if directory is None:
             if (target_kind, flow) not in _warned:
                 _warned.add((target_kind, flow))
                 log.warning("no learned cost model shipped for %s (%s flow); using the roofline", target_kind, flow)
-            return RooflineCostModel(target_kind, flow, simd_bits)
+            return RooflineCostModel(target_kind, flow, simd_bits, mcpu)
         _warn_if_other_code(directory, target_kind, simd_bits)
-        return LearnedCostModel(KernelModel.load(directory), target_kind, flow, simd_bits)
+        return LearnedCostModel(KernelModel.load(directory), target_kind, flow, simd_bits, mcpu)
     path = Path(spec)
     if path.is_dir() and (path / "model.json").is_file():
         _warn_if_other_code(path, target_kind, simd_bits)
-        return LearnedCostModel(KernelModel.load(path), target_kind, flow, simd_bits)
+        return LearnedCostModel(KernelModel.load(path), target_kind, flow, simd_bits, mcpu)
     raise ValueError(f"cost_model={spec!r}: expected one of {COST_MODELS} or a directory with model.json")
