@@ -109,8 +109,10 @@ MACHINES = {  # (target kind, build flow) -> machine
 # 2026-11-28): 512^3 matmul 163.0, batched matmul 241.4, 3x3 conv 209.5, depthwise 94.7
 # GFLOP/s.  Its dense conv runs 1.7x and its depthwise 2x the Xeon's, its matmuls alike; so
 # a Winograd form, which trades conv work for batched matmuls and depthwise transforms,
-# gains less there.  A CPU measured here is priced as itself; any other AVX-512 CPU as the
-# Xeon, the first one measured.
+# gains less there.  Against the 110 kernels tuned for full-size ResNet-50 on that VM (its
+# records, 32 trials), the Zen 5 machine prices convs at 1.05x their time at the median, the
+# Xeon's at 1.82x (Spearman 0.923 and 0.918).  A CPU measured here is priced as itself; any
+# other AVX-512 CPU as the Xeon, the first one measured.
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED_512 = {  # mcpu -> (GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
