@@ -131,6 +131,7 @@ NHWC = {"relax.nn.conv2d": ["NHWC", "OHWI"]}  # stock+nhwc: TVM's ConvertLayout,
 # search's time per round at no loss measured (4 kernels, 64 trials: 129 s instead of 274 s,
 # kernel time 0.977x in geometric mean; benchmarks/results/ms-overhead-llvm.md)
 POPULATION = 128
+COLD_CACHE = False  # --cold-cache: kernels timed with their weights flushed from the caches while tuning
 AA_SEED = 1  # stock-aa: stock tuned again, independently (its own database, another seed)
 FIELDS = [
     "model", "variant", "median_ms", "p10_ms", "p90_ms", "max_abs_diff", "pass_seconds",
@@ -324,7 +325,7 @@ def make_target(kind: str, arch: str, mcpu: str = "generic") -> tvm.target.Targe
 
 
 def target_name(args) -> str:
-    return tune.target_name(args.target, args.mcpu)
+    return tune.target_name(args.target, args.mcpu, args.cold_cache)
 
 
 def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: str, dry_run: bool = False):
@@ -337,7 +338,9 @@ def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: s
     db = (
         tune.open_database(where)
         if dry_run
-        else tune.tune(v.mod, target, where, trials, seed=seed, population=POPULATION, progress=True)
+        else tune.tune(
+            v.mod, target, where, trials, seed=seed, population=POPULATION, progress=True, cold_cache=COLD_CACHE
+        )
     )
     v.tune_seconds = time.perf_counter() - t
     return db
@@ -606,6 +609,9 @@ def write_sidecar(
         "flow": args.flow,
         "trials": args.trials if args.flow == "tuned" else None,
         "work_dir": args.work_dir if args.flow == "tuned" else None,
+        "cpu_cache": ("cold" if args.cold_cache else "warm")
+        if args.flow == "tuned" and args.target == "llvm"
+        else None,
         "small": args.small,
         "repeat": args.repeat,
         "min_ms": args.min_ms,
@@ -755,6 +761,7 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     code = f" -mcpu={mcpu}" if mcpu else " (generic x86-64 code, no -mcpu)" if kind == "llvm" else ""
     title = f"# {kind}{code}, {flow} flow"
     title += f", {sidecar['trials']} trials per kernel" if flow == "tuned" else ""
+    title += ", tuned with cold caches" if sidecar.get("cpu_cache") == "cold" else ""
     title += " (small models)" if sidecar["small"] else ""
     data = _by_model(rows)
     lines = [
@@ -822,6 +829,7 @@ def explain(rows: list[dict], args) -> str:
             continue
         best, eq = fastest(vs, STOCK_VARIANTS), vs["eqsat"]
         flow = f"MetaSchedule, {args.trials} trials per kernel" if args.flow == "tuned" else "TVM's default schedules"
+        flow += ", tuned with cold caches" if args.cold_cache else ""
         code = (
             f"llvm -mcpu={args.mcpu}"
             if args.mcpu != "generic"
@@ -943,6 +951,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--flow", default="default", choices=["default", "tuned"])
     p.add_argument("--trials", type=int, default=64, help="MetaSchedule trials per kernel (tuned flow)")
     p.add_argument("--work-dir", default=None, help="MetaSchedule database (default ~/.cache/tvm_eqsat/ms-<target>)")
+    p.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="tuned flow on llvm: time each candidate with its weights flushed from the CPU's caches, as "
+        "they are in a model (tune.COLD_EVALUATOR); databases and results are named <target>-cold",
+    )
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, help="stock is always included")
     p.add_argument("--repeat", type=int, default=30, help="timed samples per variant (interleaved rounds)")
     p.add_argument("--min-ms", type=float, default=10.0, help="a sample repeats the model until it lasts this long")
@@ -1015,6 +1029,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target_name(args)}")
     if args.tune_only and args.flow != "tuned":
         p.error("--tune-only needs --flow tuned")
+    if args.cold_cache and (args.flow != "tuned" or args.target != "llvm"):
+        p.error("--cold-cache is for the tuned flow on llvm (it flushes the CPU's caches)")
+    if args.cold_cache and args.speed_check:
+        p.error("--cold-cache with --speed-check: the pass's own check tunes with warm caches")
     return args
 
 
@@ -1063,8 +1081,8 @@ def run(args, argv: list[str]) -> int:
     """The benchmark (``main`` without the console set-up)."""
     global MS_LOG_LEVEL
     MS_LOG_LEVEL = logging.INFO if args.verbose else logging.WARNING
-    global POPULATION
-    POPULATION = args.population
+    global POPULATION, COLD_CACHE
+    POPULATION, COLD_CACHE = args.population, args.cold_cache
     logging.getLogger("tvm_eqsat").setLevel(MS_LOG_LEVEL)
     tune.use_all_cores()
     start, source = time.perf_counter(), provenance.source_state()

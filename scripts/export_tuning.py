@@ -8,6 +8,7 @@ model can learn from them (``train_cost_model.py --from-database``).
 
     python scripts/export_tuning.py                      # ~/.cache/tvm_eqsat/ms-llvm-<this cpu>[-aa]
     python scripts/export_tuning.py --mcpu generic       # ~/.cache/tvm_eqsat/ms-llvm[-aa]
+    python scripts/export_tuning.py --cold-cache         # ~/.cache/tvm_eqsat/ms-llvm-<this cpu>-cold[-aa]
     python scripts/export_tuning.py --work-dir DIR --target llvm
 """
 
@@ -29,6 +30,7 @@ def main() -> None:
     p.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
     p.add_argument("--mcpu", default="host", help="llvm: the CPU the kernels were tuned for (default: this one's)")
     p.add_argument("--work-dir", default=None, help="default ~/.cache/tvm_eqsat/ms-<target>")
+    p.add_argument("--cold-cache", action="store_true", help="the databases tuned with cold caches (<target>-cold)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "tuning"))
     p.add_argument(
         "--trials",
@@ -43,7 +45,7 @@ def main() -> None:
         mcpu = tune.resolve_mcpu(args.mcpu) if args.target == "llvm" else "generic"
     except ValueError as err:
         p.error(str(err))
-    target = tune.target_name(args.target, mcpu)
+    target = tune.target_name(args.target, mcpu, args.cold_cache)
     work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target}")
     for src, name in ((work, target), (f"{work}-aa", f"{target}-aa")):
         if not (Path(src) / "database_tuning_record.json").is_file():
@@ -59,6 +61,7 @@ def main() -> None:
                     "cores": tune.available_cores(),
                     "date": datetime.date.today().isoformat(),
                     "kernels": n,
+                    "cpu_cache": tune.database_cache(out),
                     "trial_budgets": sorted(set(budgets.values())),
                     **provenance.source_state(),
                 },

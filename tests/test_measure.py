@@ -292,6 +292,52 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_cold_tuning_flushes_the_weights_and_keeps_its_database_apart(tmp_path, monkeypatch):
+    """``cold_cache=True`` times every candidate with the caches flushed (one run per repeat,
+    so each is cold); its database is marked cold, is refused to a warm tuning (and the other
+    way round), and its pruned copy and the databases it seeds stay marked."""
+    mod = measure.workload_module(MATMUL)
+    target = tvm.target.Target("llvm")
+    timed = []
+    real = tune.run_evaluator_common
+
+    def spy(rt_mod, device, evaluator, repeated_args):
+        timed.append(evaluator)
+        return real(rt_mod, device, evaluator, repeated_args)
+
+    monkeypatch.setattr(tune, "run_evaluator_common", spy)
+    db = tune.tune(mod, target, tmp_path / "cold", trials=4, cold_cache=True)
+    assert timed and all(e.enable_cpu_cache_flush and e.number == 1 and e.min_repeat_ms == 0 for e in timed)
+    assert tune.database_cache(tmp_path / "cold") == "cold" and tune.tuned_records(db, _task_mod(mod))
+    with pytest.raises(ValueError, match="cold caches"):
+        tune.tune(mod, target, tmp_path / "cold", trials=4)
+    timed.clear()
+    tune.tune(mod, target, tmp_path / "warm", trials=4)
+    assert timed and not any(e.enable_cpu_cache_flush for e in timed)
+    assert tune.database_cache(tmp_path / "warm") == "warm" and tune.database_cache(tmp_path / "none") is None
+    with pytest.raises(ValueError, match="warm caches"):
+        tune.tune(mod, target, tmp_path / "warm", trials=4, cold_cache=True)
+    tune.prune_database(tmp_path / "cold", tmp_path / "committed", compress=True)
+    assert tune.database_cache(tmp_path / "committed") == "cold"
+    assert tune.seed_database(tmp_path / "seeded", tmp_path / "committed") == 1
+    assert tune.database_cache(tmp_path / "seeded") == "cold"
+    with pytest.raises(ValueError, match="warm caches; adding kernels timed cold"):
+        tune.seed_database(tmp_path / "warm", tmp_path / "committed")
+    with pytest.raises(ValueError, match="llvm"):
+        tune.tune(
+            mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), tmp_path / "gpu", trials=4, cold_cache=True
+        )
+    assert tune.target_name("llvm", "znver5", cold_cache=True) == "llvm-znver5-cold"
+    assert tune.target_name("llvm") == "llvm"
+
+
+def _task_mod(mod):
+    """The one kernel MetaSchedule tunes in ``mod``."""
+    fused = tune.fuse_for_tuning(mod, tvm.target.Target("llvm"))
+    target = tune.tuning_target(tvm.target.Target("llvm"))
+    return tune.ms.relax_integration.extract_tasks(fused, target)[0].dispatched[0]
+
+
 @pytest.mark.slow
 def test_tuning_beats_the_untuned_build(tmp_path):
     """A speed claim, so not in the default suite: the tuned 128^3 matmul is faster."""

@@ -90,10 +90,13 @@ def llvm_target(mcpu: str = "generic") -> dict:
     return {"kind": "llvm", **({} if mcpu == "generic" else {"mcpu": mcpu})}
 
 
-def target_name(kind: str, mcpu: str = "generic") -> str:
+def target_name(kind: str, mcpu: str = "generic", cold_cache: bool = False) -> str:
     """The name of a target's tuning databases and results files: 'llvm' for generic x86-64
-    code, 'llvm-<cpu>' for one CPU's instructions (a kernel tuned for one is not the other's)."""
-    return f"llvm-{mcpu}" if kind == "llvm" and mcpu != "generic" else kind
+    code, 'llvm-<cpu>' for one CPU's instructions (a kernel tuned for one is not the other's);
+    '-cold' appended for kernels timed with cold caches (``tune(..., cold_cache=True)``: their
+    records rank schedules differently, and the two must not share a database)."""
+    name = f"llvm-{mcpu}" if kind == "llvm" and mcpu != "generic" else kind
+    return f"{name}-cold" if cold_cache else name
 
 
 def tuning_target(target: Any) -> tvm.target.Target:
@@ -245,13 +248,51 @@ def _random_fill():
     return tvm.get_global_func("tvm.contrib.random.random_fill", True)
 
 
+# How a candidate is timed while tuning.  WARM, MetaSchedule's usual way: the kernel runs
+# again and again on the same arrays, so its weights stay in the CPU's caches.  COLD: every
+# argument but the first (the data a producer has just written) is flushed from the caches
+# before each timed run, as a model's weights are when a kernel's turn comes (each is read
+# once per inference, and the weights of a model outgrow the caches).  A schedule that is
+# fast warm can be slow cold: on ResNet-50 (Zen 5) a Winograd batched matmul (36 x 16x256 @
+# 256x256) tuned warm ran at 3.7x its record in the model; tuned cold, its cold run was
+# 6.6x faster (docs/results.md).  Cold timing is for CPU targets only.
+WARM_EVALUATOR = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
+COLD_EVALUATOR = EvaluatorConfig(number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True)
+CACHE_FILE = "tvm_eqsat_cache.json"  # {"cpu_cache": "warm" | "cold"}: how a database's records were timed
+
+
+def database_cache(work_dir: str | os.PathLike) -> str | None:
+    """How the records in ``work_dir`` were timed: 'warm' or 'cold' (``CACHE_FILE``), 'warm'
+    for a database without the file (every database before it), None for no database."""
+    path = Path(work_dir) / CACHE_FILE
+    if path.is_file():
+        return json.loads(path.read_text())["cpu_cache"]
+    return "warm" if has_database(work_dir) else None
+
+
+def claim_cache(work_dir: str | os.PathLike, cpu_cache: str) -> None:
+    """Mark ``work_dir`` as holding records timed ``cpu_cache`` ('warm' or 'cold'); a
+    ValueError if it holds records timed the other way (their times do not compare, and
+    tuning would rank one against the other)."""
+    if cpu_cache not in ("warm", "cold"):
+        raise ValueError(f"cpu_cache must be 'warm' or 'cold', not {cpu_cache!r}")
+    have = database_cache(work_dir)
+    if have not in (None, cpu_cache):
+        raise ValueError(
+            f"{work_dir} holds kernels timed with {have} caches; adding kernels timed {cpu_cache} would mix the two "
+            f"(use another work dir: tune.target_name(..., cold_cache=...) names one per kind)"
+        )
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    (Path(work_dir) / CACHE_FILE).write_text(json.dumps({"cpu_cache": cpu_cache}) + "\n")
+
+
 @derived_object
 class InProcessRunner(PyRunner):
     """Times each candidate with ``time_evaluator``, here or on an RPC device."""
 
     def __init__(self, evaluator: EvaluatorConfig | None = None, rpc: RPCDevice | None = None) -> None:
         super().__init__()
-        self.evaluator = EvaluatorConfig._normalized(evaluator or EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40))
+        self.evaluator = EvaluatorConfig._normalized(evaluator or WARM_EVALUATOR)
         self.rpc = rpc
 
     def run(self, runner_inputs):
@@ -410,6 +451,7 @@ def prune_database(
                 ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
             )
     _write_budgets(out, {key: trials for key, trials in budgets.items() if trials >= min_trials})
+    (out / CACHE_FILE).write_text(json.dumps({"cpu_cache": database_cache(work_dir) or "warm"}) + "\n")
     path = out / DATABASE_FILES[1]
     kernels = sum(1 for line in path.read_text().splitlines() if line.strip()) if path.is_file() else 0
     if compress:
@@ -429,6 +471,7 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
     seed = Path(seed_dir)
     if not has_database(seed):
         return 0
+    claim_cache(work_dir, database_cache(seed))
     src, dst = read_database(seed), open_database(work_dir)
     seed_budgets = _read_budgets(seed)
     if trials is not None:
@@ -540,6 +583,7 @@ def tune(
     build_timeout_s: float = 30.0,
     population: int = 512,
     progress: bool = False,
+    cold_cache: bool = False,
 ) -> ms.Database:
     """Tune every fused kernel of ``mod`` with ``trials`` candidates each.
 
@@ -550,9 +594,16 @@ def tune(
     A candidate whose compilation takes over ``build_timeout_s`` is skipped.
     ``population`` is the evolutionary search's population (MetaSchedule's default, 512).
     ``progress`` shows a bar of the trials measured, with the time left.
+    ``cold_cache`` (CPU targets): time candidates with their weights flushed from the caches
+    (``COLD_EVALUATOR``), as they are in a model; a database holds one kind (``claim_cache``).
     """
     use_all_cores()
     target = tuning_target(target)
+    if cold_cache and target.kind.name != "llvm":
+        raise ValueError(
+            f"cold_cache times kernels with the CPU's caches flushed: for llvm targets, not {target.kind.name}"
+        )
+    claim_cache(work_dir, "cold" if cold_cache else "warm")
     database = open_database(work_dir)
     pending, n_tasks = _pending(mod, target, work_dir, trials, database)
     if not pending:
@@ -566,7 +617,7 @@ def tune(
     todo = [task for task, _ in pending]
     total = sum(left * len(group) for left, group in groups.items())
     log.info("tuning %d of %d kernels, %d trials in all", len(todo), n_tasks, total)
-    evaluator = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
+    evaluator = COLD_EVALUATOR if cold_cache else WARM_EVALUATOR
     callbacks = ms.measure_callback.MeasureCallback.create("default")
     bar = None
     if progress:
