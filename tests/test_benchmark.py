@@ -275,6 +275,30 @@ def test_llvm_code_is_for_this_cpu_unless_generic():
         bench.parse_args(["--mcpu", "skylake-avx51"])
 
 
+def test_cold_cache_names_its_own_databases_and_results_and_tunes_cold(tmp_path, monkeypatch):
+    """--cold-cache: kernels timed with flushed caches go to <target>-cold databases and
+    results (never mixed with warm ones), the tuning is asked to flush, and the flag is
+    refused where it means nothing (untuned, CUDA) or would be undone (the pass's speed check)."""
+    bench = load_script("benchmark")
+    args = bench.parse_args(["--mcpu", "znver5", "--flow", "tuned", "--tag", "t32", "--cold-cache"])
+    assert bench._stem(args) == "llvm-znver5-cold-tuned-t32"
+    assert args.work_dir.endswith("tvm_eqsat/ms-llvm-znver5-cold")
+    asked = []
+    monkeypatch.setattr(bench.tune, "tune", lambda mod, target, where, trials, **kw: asked.append((where, kw)))
+    monkeypatch.setattr(bench, "COLD_CACHE", True)
+    for name in ("stock", "stock-aa"):
+        bench.tune_variant(bench.Variant(name, None), None, 4, str(tmp_path / "ms-cold"))
+    assert [(w, kw["cold_cache"]) for w, kw in asked] == [
+        (str(tmp_path / "ms-cold"), True),
+        (str(tmp_path / "ms-cold-aa"), True),
+    ]
+    for bad in (["--cold-cache"], ["--cold-cache", "--flow", "tuned", "--target", "cuda"]):
+        with pytest.raises(SystemExit):
+            bench.parse_args(bad)
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--cold-cache", "--flow", "tuned", "--speed-check"])
+
+
 def test_rows_are_not_added_to_a_file_timed_on_another_cpu(run):
     bench, out, argv = run
     sidecar = json.loads((out / "llvm-default-small.json").read_text())

@@ -8,7 +8,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "cost_models").rglob("*.md"))]
 REPO_PATH = re.compile(r"`((?:benchmarks|cost_models|scripts|tvm_eqsat|rules|tests|docs)/[^`\s(]*)")
 RESULT_NAME = re.compile(r"`((?:llvm|cuda|search|fuzz|layers|family|held-out|extract|peak|bandwidth|validation|seeds|quick|"
-                         r"layout|conv|ms-overhead)-[\w.+-]*\.(?:md|csv|json|png|json\.gz))`")  # fmt: skip
+                         r"layout|conv|cold|ms-overhead)-[\w.+-]*\.(?:md|csv|json|png|json\.gz))`")  # fmt: skip
 PLACEHOLDER = re.compile(r"[<>\[\]{}*]|\.\.\.")
 
 
