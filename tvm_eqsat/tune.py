@@ -255,7 +255,8 @@ def _random_fill():
 # once per inference, and the weights of a model outgrow the caches).  A schedule that is
 # fast warm can be slow cold: in ResNet-50 on Zen 5, 32 trials, the best warm schedule of a
 # Winograd batched matmul (36 x 16x256 @ 256x256) ran 245 us warm and 880 us cold; the best
-# cold one 263 us cold (benchmarks/results/cold-kernels-llvm-znver5-resnet50.md).  Cold timing is for CPU targets only.
+# cold one 263 us cold (benchmarks/results/cold-kernels-llvm-znver5-resnet50.md).  Cold
+# timing is for CPU targets only.
 WARM_EVALUATOR = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
 COLD_EVALUATOR = EvaluatorConfig(number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True)
 CACHE_FILE = "tvm_eqsat_cache.json"  # {"cpu_cache": "warm" | "cold"}: how a database's records were timed
