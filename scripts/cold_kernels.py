@@ -42,19 +42,14 @@ FLUSH = "cache_flush_cpu_non_first_arg"  # what COLD_EVALUATOR's time_evaluator 
 COLUMNS = ("warm_record", "warm_run_warm", "warm_run_cold", "cold_record", "cold_run_warm", "cold_run_cold")
 
 
-def time_kernel(task_mod, database, target, dev, repeat: int, rng) -> dict[str, float] | None:
+def time_kernel(task_mod, database, target, dev, repeat: int) -> dict[str, float] | None:
     """The database's best schedule of one kernel: its record and its run warm and cold (us)."""
     records = tune.tuned_records(database, task_mod)
     if not records:
         return None
     sch = ms.tir_integration.compile_tir(database, task_mod, target)
     lib = tvm.compile(sch.mod, target=target)
-    infos = ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"])
-    args = []
-    for info in infos:
-        _, dtype, shape = info.as_json()
-        data = rng.standard_normal([int(x) for x in shape]) if "float" in dtype else np.zeros(shape)
-        args.append(tvm.runtime.tensor(data.astype(dtype), dev))
+    args = tune.random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
     out = {"record": float(np.mean([float(x) for x in records[0].run_secs])) * 1e6}
     for mode, pre in (("run_warm", ""), ("run_cold", FLUSH)):
         ev = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, f_preproc=pre)
@@ -62,14 +57,14 @@ def time_kernel(task_mod, database, target, dev, repeat: int, rng) -> dict[str, 
     return out
 
 
-def variant_kernels(mod, target, databases: dict, dev, repeat: int, rng) -> list[dict]:
+def variant_kernels(mod, target, databases: dict, dev, repeat: int) -> list[dict]:
     """One row per kernel of ``mod``: its calls per inference and each database's times."""
     tt = tune.tuning_target(target)
     rows = []
     for task in ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), tt):
         row = {"kernel": task.task_name, "calls": int(task.weight)}
         for kind, db in databases.items():
-            times = time_kernel(task.dispatched[0], db, tt, dev, repeat, rng)
+            times = time_kernel(task.dispatched[0], db, tt, dev, repeat)
             for key, us in (times or {}).items():
                 row[f"{kind}_{key}"] = round(us, 2)
         rows.append(row)
@@ -132,13 +127,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no tuning database for llvm -mcpu={mcpu}: run scripts/benchmark.py --flow tuned first")
     model = (models.SMALL if args.small else models.MODELS)[args.model]()
     options = tvm_eqsat.make_options(flow="tuned").to_dict()
-    dev, rng = tvm.cpu(0), np.random.default_rng(0)
+    dev = tvm.cpu(0)
     kernels = {}
     for name in args.variants:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mod = make_variant(name, model.mod, target, options).mod
-            kernels[name] = variant_kernels(mod, target, databases, dev, args.repeat, rng)
+            kernels[name] = variant_kernels(mod, target, databases, dev, args.repeat)
         print(name, totals(kernels[name]), flush=True)
     name = tune.target_name("llvm", mcpu)
     result = {

@@ -248,6 +248,13 @@ def _random_fill():
     return tvm.get_global_func("tvm.contrib.random.random_fill", True)
 
 
+def random_args(args_info, device, fill=None) -> list:
+    """Arrays for a kernel's arguments (MetaSchedule's ``ArgInfo``s) on ``device``, as the
+    tuning runner makes them (``_alloc``); ``fill``: the random fill to use (here: TVM's)."""
+    fill = fill or _random_fill()
+    return [_alloc(info.as_json(), device, fill) for info in args_info]
+
+
 # How a candidate is timed while tuning.  WARM, MetaSchedule's usual way: the kernel runs
 # again and again on the same arrays, so its weights stay in the CPU's caches.  COLD: every
 # argument but the first (the data a producer has just written) is flushed from the caches
@@ -319,7 +326,7 @@ class InProcessRunner(PyRunner):
             rt_mod = session.load_module(os.path.basename(inp.artifact_path))
             device = session.device(inp.device_type, 0)
             fill = session.get_function("tvm.contrib.random.random_fill")
-        args = [_alloc(info.as_json(), device, fill) for info in inp.args_info]
+        args = random_args(inp.args_info, device, fill)
         return [float(c) for c in run_evaluator_common(rt_mod, device, self.evaluator, [args])]
 
 
