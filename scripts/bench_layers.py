@@ -21,6 +21,12 @@ Code is generated for this machine's CPU (``--mcpu``, as in ``benchmark.py``; ``
 for plain x86-64, what the results before 2026-11-27 measured); writes
 ``benchmarks/results/layers-winograd-<llvm|llvm-cpu>-<flow>[-t<trials>][-<tag>].{json,md}``; shapes
 already in the JSON are skipped (the run resumes after an interruption).
+
+A layer timed again and again keeps its weights in the CPU's caches, where a model reads each
+weight once per inference; Winograd's batched matmuls gain most from that (ResNet-50's 256-channel
+one ran 3.6x slower cold, ``cold_kernels.py``).  ``--cold-cache`` tunes with the weights flushed
+(``tune.tune(..., cold_cache=True)``, its own database) and times each run after evicting the
+caches (``timing.evict_caches``); its results are named ``<llvm-cpu>-cold``.
 """
 
 from __future__ import annotations
@@ -160,10 +166,12 @@ def measure(
     family: str = "winograd",
     compare: str | None = None,
     target: dict | None = None,
+    cold: bool = False,
 ) -> dict:
     """One layer's row.  ``compare``: another Winograd family whose form is timed too, in the
     same process and rounds (a build's speed varies from process to process here).
-    ``target``: the llvm target to cost, tune and build for (default: generic x86-64)."""
+    ``target``: the llvm target to cost, tune and build for (default: generic x86-64).
+    ``cold``: tuned and timed with the caches flushed before each run."""
     target = target or {"kind": "llvm"}
     name, c, size, k = shape
     mod, x = conv_layer(c, size, k)
@@ -184,11 +192,11 @@ def measure(
         t = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            db = tune.tune(m, target, work_dir, trials, progress=True) if flow == "tuned" else None
+            db = tune.tune(m, target, work_dir, trials, progress=True, cold_cache=cold) if flow == "tuned" else None
             ex = tune.build(m, target, db)
         build_s[form] = round(time.perf_counter() - t, 1)
         executables[form] = ex
-        vm, args, samplers[form], _ = timing.tvm_sampler(ex, dev, [x], min_ms)
+        vm, args, samplers[form], _ = timing.tvm_sampler(ex, dev, [x], min_ms, cold=cold)
         outs[form] = vm["main"](*args).numpy()
     ref = outs["direct"]
     row["max_rel_diff"] = max(
@@ -205,7 +213,7 @@ def measure(
     # where the time goes, kernel by kernel (for the cost models: which part of a form is slow)
     row["kernels_us"] = {
         form: {k: round(us, 1) for k, us in ks.items() if us >= 1.0}
-        for form, ks in timing.kernel_times(executables, dev, [x]).items()
+        for form, ks in timing.kernel_times(executables, dev, [x], cold=cold).items()
     }
     row["right_choice"] = right_choice(row)
     row["tune_and_build_s"] = build_s
@@ -216,7 +224,8 @@ def markdown(data: dict) -> str:
     lines = [
         f"# 3x3 convs, direct vs {FORM_NAMES[data.get('family', 'winograd')]}: "
         f"{'llvm -mcpu=' + data['mcpu'] if data.get('mcpu', 'generic') != 'generic' else 'llvm'}, {data['flow']} flow"
-        + (f", {data['trials']} trials per kernel" if data["flow"] == "tuned" else ""),
+        + (f", {data['trials']} trials per kernel" if data["flow"] == "tuned" else "")
+        + (", tuned and timed with cold caches" if data.get("cpu_cache") == "cold" else ""),
         "",
         f"Machine: {data['machine']['machine']}, {data['machine']['cpus']} cores.  Runs: "
         + "; ".join(f"`{c}`" for c in data["commands"])
@@ -264,14 +273,21 @@ def main() -> None:
         "--compare", default=None, choices=sorted(FAMILIES), help="another Winograd form, timed in the same rounds"
     )
     ap.add_argument("--tag", default=None, help="suffix of the results files")
+    ap.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="tune with the weights flushed and time each run after evicting the caches (tuned flow)",
+    )
     args = ap.parse_args()
+    if args.cold_cache and args.flow != "tuned":
+        ap.error("--cold-cache is for the tuned flow (default schedules are not tuned)")
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
     try:
         mcpu = tune.resolve_mcpu(args.mcpu)
     except ValueError as err:
         ap.error(str(err))
-    name = tune.target_name("llvm", mcpu)
+    name = tune.target_name("llvm", mcpu, args.cold_cache)
     target = tune.llvm_target(mcpu)
     work_dir = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"layers-{name}")
     stem = f"layers-winograd-{name}-{args.flow}" + (f"-t{args.trials}" if args.flow == "tuned" else "")
@@ -284,6 +300,7 @@ def main() -> None:
         flow=args.flow,
         trials=args.trials,
         repeat=args.repeat,
+        cpu_cache="cold" if args.cold_cache else "warm",
         machine=provenance.machine(),
     )
     data.setdefault("commands", []).append("python " + " ".join(sys.argv))  # each run that added rows
@@ -293,7 +310,16 @@ def main() -> None:
             continue
         print(f"{shape[0]}: C={shape[1]} {shape[2]}x{shape[2]} K={shape[3]}", file=sys.stderr, flush=True)
         row = measure(
-            shape, args.flow, args.trials, work_dir, args.repeat, args.min_ms, args.family, args.compare, target
+            shape,
+            args.flow,
+            args.trials,
+            work_dir,
+            args.repeat,
+            args.min_ms,
+            args.family,
+            args.compare,
+            target,
+            args.cold_cache,
         )
         print(json.dumps(row), flush=True)
         data["rows"].append(row)

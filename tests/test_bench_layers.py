@@ -36,6 +36,8 @@ def test_markdown_marks_a_wrong_choice():
     data = {"flow": "tuned", "trials": 32, "repeat": 15, "commands": ["c"], "machine": {"machine": "m", "cpus": 2}}
     text = layers.markdown({**data, "rows": [row]})
     assert "| l | 64, 56x56, 64 | 3.000 | 4.000 | 0.75x |" in text and "**no**" in text
+    assert "cold caches" not in text
+    assert "tuned and timed with cold caches" in layers.markdown({**data, "cpu_cache": "cold", "rows": [row]})
     compared = {**row, "compare_family": "winograd", "compare_ms": 5.0, "compare_speedup": 0.6}
     assert "| winograd: 5.000 (0.60x) |" in layers.markdown({**data, "rows": [compared]})
 
