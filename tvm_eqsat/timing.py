@@ -75,8 +75,8 @@ def tvm_sampler(ex, dev, inputs: list[np.ndarray], min_ms: float, cold: bool = F
     sample is the mean of ``number`` back-to-back runs lasting ``min_ms`` (TVM's time
     evaluator); a cold one (``cold``, CPU only) the mean of ``number`` runs (at most
     ``COLD_MAX_RUNS``), each timed alone by the host clock after ``evict_caches``, which is
-    not timed.  (Not TVM's evaluator with a Python ``f_preproc`` hook: on this 2-core VM,
-    under load, that timed a 0.2 ms run at 3 ms even with a hook that did nothing.)"""
+    not timed.  (Not TVM's evaluator with a Python ``f_preproc`` hook: on a 2-core VM, idle,
+    that timed a 0.25 ms run at 3.6 ms, even with a hook that did nothing.)"""
     if cold and dev.dlpack_device_type() != tvm.cpu().dlpack_device_type():
         raise ValueError("cold timing evicts CPU caches; it has no meaning on a GPU")
     vm = relax.VirtualMachine(ex, dev)
