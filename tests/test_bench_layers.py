@@ -82,3 +82,11 @@ def test_held_out_choices_scores_each_cost_models_form_against_the_timed_ones():
     ]
     assert choices.time_over_best(rows, "a") == (1.0 + 2.0) / (1.0 + 1.0)
     assert choices.time_over_best(rows, "b") == (3.0 + 1.0) / 2.0
+
+
+def test_cold_cache_is_refused_without_tuning(monkeypatch):
+    """Default schedules are not tuned, so there is no cold tuning to ask for."""
+    monkeypatch.setattr("sys.argv", ["bench_layers.py", "--flow", "default", "--cold-cache"])
+    with pytest.raises(SystemExit) as err:
+        layers.main()
+    assert err.value.code == 2
