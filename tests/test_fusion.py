@@ -1,5 +1,5 @@
-"""Splits emitted as strided slices where FuseOps fuses the slices into their readers, and
-priced as what TVM then runs."""
+"""Splits emitted as strided slices where FuseOps fuses the slices into their readers, the
+reshapes FuseOps leaves alone, and both priced as what TVM then runs."""
 
 import tvm
 from helpers import assert_close, const, module, relax_ops, tensor
@@ -7,8 +7,10 @@ from tvm import relax
 from tvm.relax import op as R
 
 from tvm_eqsat import cost, graph, tune
-from tvm_eqsat.extract import dag_cost
-from tvm_eqsat.fusion import fused_slices, splits_to_slices
+from tvm_eqsat.egraph import TensorEGraph
+from tvm_eqsat.extract import dag_cost, snapshot_node_cost
+from tvm_eqsat.fusion import fused_slices, lone_reshape_nodes, lone_reshapes, splits_to_slices
+from tvm_eqsat.rules import load_library
 from tvm_eqsat.transform import _with_blocks
 
 
@@ -103,3 +105,80 @@ def test_tvm_fuses_the_slices_into_their_readers():
     g = _graph(mod)
     assert _kernels(_rebuilt(mod, g)) == 5
     assert _kernels(_rebuilt(mod, splits_to_slices(g))) == 4
+
+
+def _reshape_module():
+    """Five reshapes, two of which FuseOps leaves alone: one between two matmuls (its input
+    a matmul's, with a relu epilogue) and one of the input read by a matmul; the others fuse
+    into a transpose, an add, or a conv's input is no reshape of a kernel at all."""
+    x = tensor("x", (4, 64))
+
+    def body(bb, x):
+        lone_input = bb.emit(R.reshape(x, (8, 32)))
+        a = bb.emit(R.matmul(lone_input, const((32, 16), seed=1)))  # (8, 16)
+        a = bb.emit(R.nn.relu(a))
+        lone_between = bb.emit(R.reshape(a, (16, 8)))
+        b = bb.emit(R.matmul(lone_between, const((8, 8), seed=2)))  # (16, 8)
+        into_permute = bb.emit(R.permute_dims(bb.emit(R.reshape(b, (8, 16))), (1, 0)))
+        into_add = bb.emit(R.add(bb.emit(R.reshape(b, (4, 32))), const((4, 32), seed=3)))
+        c = bb.emit(R.matmul(into_permute, const((8, 4), seed=4)))  # (16, 4)
+        return relax.Tuple([c, into_add])
+
+    return module([x], body)
+
+
+def _fused_reshape_functions(mod) -> int:
+    """How many functions TVM's fusion leaves holding a reshape alone."""
+    mod = tvm.transform.Sequential(
+        [
+            relax.transform.LegalizeOps(),
+            relax.transform.AnnotateTIROpPattern(),
+            relax.transform.FuseOps(),
+            relax.transform.FuseTIR(),
+        ]
+    )(mod)
+    return sum(1 for gv in mod.functions if gv.name_hint.startswith("reshape"))
+
+
+def test_lone_reshapes_are_the_ones_fuse_ops_leaves_alone():
+    """The reshapes found alone are exactly the functions TVM's FuseOps makes of a reshape
+    by itself, in the graph and, before any rewrite, in its e-graph."""
+    mod = _reshape_module()
+    g = _graph(mod)
+    lone = lone_reshapes(g)
+    assert _fused_reshape_functions(mod) == len(lone) == 2
+    assert sorted(g.nodes[nid].ty.shape for nid in lone) == [(8, 32), (16, 8)]
+    eg = TensorEGraph(g, load_library().program())
+    snap = eg.snapshot()
+    roots = [snap.root_of[nid] for _, nid in g.outputs]
+    found = lone_reshape_nodes(snap, roots)
+    assert sorted(snap.ty[c].shape for c, _ in found) == [(8, 32), (16, 8)]
+    # extraction prices them as the copies a tuned build makes of them
+    tuned = cost.RooflineCostModel("llvm", "tuned")
+    with_context, alone = snapshot_node_cost(snap, tuned, roots), snapshot_node_cost(snap, tuned)
+    for c, node in found:
+        copy_us = tuned.reshape_copy_us(snap.ty[node.children[0]], snap.ty[c])
+        assert with_context(c, node) == copy_us > 10 * alone(c, node)
+
+
+def test_a_lone_reshape_costs_a_copy_only_where_the_build_copies_it():
+    """In the llvm tuned flow a lone reshape is a copy kernel (MetaSchedule schedules it, and
+    TVM no longer makes a view of it), so the graph costs its copy more; in the default flow
+    and on CUDA it stays a view."""
+    g = _graph(_reshape_module())
+    tuned = cost.RooflineCostModel("llvm", "tuned")
+    lone = sorted(lone_reshapes(g))
+
+    def priced(model, n, copy):
+        ins = [g.nodes[g.nodes[n].inputs[0]].ty]
+        if copy:
+            return model.reshape_copy_us(ins[0], g.nodes[n].ty)
+        return model.node_cost("Reshape", g.nodes[n].attrs, ins, g.nodes[n].ty, False)
+
+    assert all(priced(tuned, n, True) > tuned.machine.launch_us > priced(tuned, n, False) for n in lone)
+    views = cost.RooflineCostModel("llvm", "tuned")
+    views.copies_lone_reshapes = False
+    extra = sum(priced(tuned, n, True) - priced(tuned, n, False) for n in lone)
+    assert abs(dag_cost(g, tuned) - dag_cost(g, views) - extra) < 1e-6
+    for kind, flow in (("llvm", "default"), ("cuda", "tuned")):
+        assert all(priced(cost.RooflineCostModel(kind, flow), n, True) is None for n in lone)

@@ -237,6 +237,11 @@ def test_bad_flow_and_missing_work_dir_are_clear_errors():
         measure.measure(MATMUL, "llvm", flow="fast")
     with pytest.raises(ValueError, match="work_dir"):
         measure.measure(MATMUL, "llvm", flow="tuned")
+    with pytest.raises(ValueError, match="cold_cache"):  # nothing is tuned, so nothing tuned cold
+        measure.build_workload(MATMUL, "llvm", flow="default", cold_cache=True)
+    bandwidth = load_script("measure_bandwidth")
+    with pytest.raises(SystemExit):
+        bandwidth.main(["--flow", "default", "--cold-cache"])
 
 
 def test_tuning_fills_the_database_and_a_rerun_reuses_it(tmp_path, monkeypatch):

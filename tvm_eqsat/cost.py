@@ -44,6 +44,7 @@ class Machine:
     launch_us: float
     cache_bytes: int = 0  # a kernel whose traffic fits streams at cache_gbs (weights stay hot across runs)
     cache_gbs: float = 0.0
+    gather_ns: float = 0.0  # per element, a transpose that moves the innermost axis (``gathers``)
 
     def us_per_byte(self, traffic: float) -> float:
         """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
@@ -64,8 +65,10 @@ MACHINES = {  # (target kind, build flow) -> machine
     # bandwidths of tuned GEMVs (1 x k @ k x n, 8 trials): 47-75 GB/s with 0.1-8 MB of
     # traffic, which stays in L2/L3 from run to run, 27 GB/s at 32 MB
     # (benchmarks/results/bandwidth-llvm.json, scripts/measure_bandwidth.py)
+    # transposes that move the innermost axis (``gathers``): 0.43 ns per element, the geometric
+    # mean of the three of bandwidth-llvm-permute.json (0.10-1.49 ns, timed warm)
     ("llvm", "tuned"): Machine(
-        peak_gflops=100.0, bandwidth_gbs=25.0, launch_us=2.0, cache_bytes=16 << 20, cache_gbs=70.0
+        peak_gflops=100.0, bandwidth_gbs=25.0, launch_us=2.0, cache_bytes=16 << 20, cache_gbs=70.0, gather_ns=0.43
     ),
     # the same VM, stock untuned loops: a rough single tier (kernels there are costed by
     # the learned default-flow model; this prices views, splits and epilogues)
@@ -113,11 +116,27 @@ MACHINES = {  # (target kind, build flow) -> machine
 # records, 32 trials), the Zen 5 machine prices convs at 1.05x their time at the median, the
 # Xeon's at 1.82x (Spearman 0.923 and 0.918).  A CPU measured here is priced as itself; any
 # other AVX-512 CPU as the Xeon, the first one measured.
+#
+# Transposes.  The memory tiers price a transpose as a copy; one that moves the innermost axis
+# (``gathers``) builds each output vector from elements a stride apart, and ran 3-5x slower
+# than a copy of the same tensor.  Tuned cold at 32 trials on the Zen 5 VM, each run timed
+# after its producer would have left it in cache (back to back), the 17 such transposes of
+# bandwidth-llvm-znver5-cold-layout.json (Winograd tile layouts, NCHW <-> NHWC boundaries, a
+# matrix transpose) took 0.09-1.36 ns per element, 0.27 at the geometric mean, against
+# 0.05-0.09 for the five that keep the innermost axis: the Zen 5 machine's gather rate.  The
+# rate is one number for a 15x spread (the Winograd input layouts run near 0.1, its output
+# layouts, whose rows are 4 elements long, 0.34-0.63), no rule by axes or size fitted better
+# on these rows; it corrects the order of magnitude the copy price missed (the output layouts
+# of full-size SqueezeNet's Winograd convs, priced at 97 GB/s, ran 3-7x their price).  A
+# machine whose transposes were not measured (the Xeon, AVX2) keeps the generic one's rate.
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED_512 = {  # mcpu -> (GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
     "emeraldrapids": ({"matmul": 200.4, "conv": 121.0, "depthwise": 48.3}, {"bandwidth_gbs": 51.3, "cache_gbs": 80.0}),
-    "znver5": ({"matmul": 198.4, "conv": 209.5, "depthwise": 94.7}, {"bandwidth_gbs": 73.1, "cache_gbs": 97.3}),
+    "znver5": (
+        {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
+        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27},
+    ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
 
@@ -144,6 +163,14 @@ def _tuned_llvm_machines(simd_bits: int, mcpu: str = "generic") -> dict[str, Mac
             for c in COMPUTE_CLASSES
         }
     return None
+
+
+def gathers(perm: Sequence[int], in_shape: Sequence[int]) -> bool:
+    """Whether a transpose puts another input axis innermost (axes of extent 1 aside): then
+    each output vector gathers elements a stride apart instead of copying a run."""
+    inner = [a for a in range(len(in_shape)) if in_shape[a] > 1]
+    moved = [a for a in perm if in_shape[a] > 1]
+    return bool(inner) and moved[-1] != inner[-1]
 
 
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
@@ -188,6 +215,7 @@ class RooflineCostModel:
         if flow not in FLOWS:
             raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
         self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
+        self.copies_lone_reshapes = target_kind == "llvm" and flow == "tuned"
         # a kernel's machine: the peak of its class (the others: the classes' geometric mean)
         self._machines: dict[str | None, Machine] = {}
         if target_kind == "llvm" and flow == "tuned":
@@ -210,7 +238,21 @@ class RooflineCostModel:
             return EPSILON_US + EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
-        return EPSILON_US + m.launch_us + float(m.busy_us(work, traffic))
+        busy = float(m.busy_us(work, traffic))
+        if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
+            if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
+                busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
+        return EPSILON_US + m.launch_us + busy
+
+    def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float | None:
+        """What a reshape that FuseOps leaves alone costs (``fusion.lone_reshapes``): in the llvm
+        tuned flow a copy kernel (the build applies the tuned schedules before
+        ``RewriteDataflowReshape``, which makes the same reshape a view in the stock build,
+        and the scheduled reshape stays a kernel), elsewhere None: a view."""
+        if not self.copies_lone_reshapes:
+            return None
+        traffic = nbytes(in_ty) + nbytes(out_ty)
+        return EPSILON_US + self.machine.launch_us + float(self.machine.busy_us(0.0, traffic))
 
 
 class LearnedCostModel:
@@ -263,6 +305,9 @@ class LearnedCostModel:
         elif todo:
             costs = self.kernels.predict_us(featurize(list(todo.values())))
             self._memo.update(zip(todo, (float(c) for c in costs)))
+
+    def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float | None:
+        return self.fallback.reshape_copy_us(in_ty, out_ty)
 
     def node_cost(self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool) -> float:
         if not self._is_kernel(op, in_tys, out_ty, is_const):

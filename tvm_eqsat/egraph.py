@@ -115,7 +115,7 @@ def tuple_type(node: ENode, ty: list) -> tuple | None:
 # ---------------------------------------------------------------- the e-graph
 
 
-@dataclass
+@dataclass(frozen=True)
 class ENode:
     op: str
     attrs: tuple

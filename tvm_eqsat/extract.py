@@ -76,10 +76,28 @@ def gc_paused(fn):
     return paused
 
 
-def snapshot_node_cost(snap: Snapshot, cost_model) -> NodeCost:
-    """Cost of an e-node from the e-graph analyses of its class and children."""
+def lone_reshape_costs(snap: Snapshot, roots: list[int], cost_model) -> dict[tuple[int, ENode], float]:
+    """What the reshapes FuseOps leaves alone cost where the build copies them
+    (``fusion.lone_reshape_nodes``, ``reshape_copy_us``); empty where they stay views."""
+    if getattr(cost_model, "reshape_copy_us", None) is None:
+        return {}
+    costs = {}
+    for c, node in fusion.lone_reshape_nodes(snap, roots):
+        us = cost_model.reshape_copy_us(snap.ty[node.children[0]], snap.ty[c])
+        if us is None:
+            return {}
+        costs[(c, node)] = us
+    return costs
+
+
+def snapshot_node_cost(snap: Snapshot, cost_model, roots: list[int] | None = None) -> NodeCost:
+    """Cost of an e-node from the e-graph analyses of its class and children (with
+    ``roots``, a reshape FuseOps leaves alone as what the build makes of it)."""
+    lone = lone_reshape_costs(snap, roots, cost_model) if roots is not None else {}
 
     def cost(cls: int, node: ENode) -> float:
+        if lone and (cls, node) in lone:
+            return lone[(cls, node)]
         in_tys = [snap.ty[c] for c in node.children]
         return cost_model.node_cost(node.op, node.attrs, in_tys, snap.ty[cls], snap.is_const[cls])
 
@@ -583,14 +601,18 @@ def choice_to_graph(snap: Snapshot, choice: dict[int, ENode], original: TensorGr
 
 def dag_cost(graph: TensorGraph, cost_model) -> float:
     """Total cost of a graph counting each reachable node once; a strided slice that
-    FuseOps fuses into its readers costs nothing of its own (``fusion``)."""
+    FuseOps fuses into its readers costs nothing of its own, a reshape it leaves alone what
+    the build makes of it (``fusion``)."""
     total = 0.0
     free = fusion.fused_slices(graph)
+    copy_us = getattr(cost_model, "reshape_copy_us", None)
+    lone = fusion.lone_reshapes(graph) if copy_us is not None else set()
     for nid in graph.reachable():
         if nid in free:
             total += EPSILON_US
             continue
         n = graph.nodes[nid]
         in_tys = [graph.nodes[i].ty for i in n.inputs]
-        total += cost_model.node_cost(n.op, n.attrs, in_tys, n.ty, n.is_const)
+        copy = copy_us(in_tys[0], n.ty) if nid in lone else None
+        total += copy if copy is not None else cost_model.node_cost(n.op, n.attrs, in_tys, n.ty, n.is_const)
     return total

@@ -1,6 +1,14 @@
-"""What TVM's FuseOps makes of a strided slice, which a node's own cost cannot see: the
-slice fuses into its reader when that reader is element-wise or injective, so it moves
-no bytes of its own; read by a matmul, a conv or a reduction it is a copy kernel.
+"""What TVM's FuseOps makes of a strided slice or a reshape, which a node's own cost cannot
+see: the slice fuses into its reader when that reader is element-wise or injective, so it
+moves no bytes of its own; read by a matmul, a conv or a reduction it is a copy kernel.
+
+A reshape fuses into an injective or element-wise neighbour.  Between two kernels that
+FuseOps fuses no injective op into (matmul, conv, pooling, reductions: ``ANCHORS``) it is a
+function of its own, which the stock build's ``RewriteDataflowReshape`` turns into a view; a
+tuned CPU build applies the tuned schedules first and runs it as a copy kernel
+(``lone_reshapes``; the cost model says what that costs, ``reshape_copy_us``).  Measured in
+the pass's Winograd form of full-size SqueezeNet, tuned cold on Zen 5: 178 us of such copies,
+priced as views, where the stock pipeline makes the same reshapes views.
 
 A split is always a copy kernel (FuseOps never fuses a tuple-valued op into its
 readers).  The pass therefore emits a split whose parts all fuse into their readers as
@@ -13,8 +21,16 @@ trials, EPYC, interleaved against the split form): BERT 1.043x, ViT 1.119x, NASR
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from . import ops
-from .graph import TGET, Node, TensorGraph
+from .egraph import ENode, Snapshot
+from .graph import INPUT, OPAQUE, TGET, Node, TensorGraph
+
+# ops FuseOps fuses no injective op into, before or after them (TVM's out-element-wise-
+# fusable, reduction and opaque patterns); a graph input starts no fused group either
+ANCHORS = frozenset({"Matmul", "Conv2d", "BatchNorm", "LayerNorm", "Softmax", "MaxPool2d", "AvgPool2d", "Mean"})
+_ANCHOR_DEPTH = 4  # element-wise epilogue ops followed back to their kernel
 
 # the ops a strided slice before them fuses into (TVM's rule: a path of element-wise and
 # injective ops to an element-wise or injective dominator); a split or concat takes a
@@ -82,3 +98,67 @@ def splits_to_slices(g: TensorGraph) -> TensorGraph:
             nodes[t] = Node("StridedSlice", attrs, split.inputs, g.nodes[t].ty, False)
     # the parts now read the split's input, an earlier node: ids stay topological
     return g.with_nodes(nodes, list(g.outputs))
+
+
+def _ends_a_kernel(op: str, first_input: Callable[[int], bool], depth: int) -> bool:
+    """Whether a value made by ``op`` leaves a fused group that no injective op joins: an
+    anchor's, an opaque call's, an input, or an element-wise epilogue of one of those
+    (``first_input(depth)``: the same question of the op's first input)."""
+    if op in ANCHORS or op in (OPAQUE, INPUT):
+        return True
+    spec = ops.BY_NAME.get(op)
+    return depth > 0 and spec is not None and spec.kind == ops.ELEMWISE and first_input(depth - 1)
+
+
+def _joins_no_reader(reader_ops: Iterable[str]) -> bool:
+    return all(op in ANCHORS or op == OPAQUE for op in reader_ops)
+
+
+def lone_reshapes(g: TensorGraph) -> set[int]:
+    """The Reshape nodes FuseOps leaves as functions of their own: made from a kernel's
+    output (or an input) and read only by kernels, or an output of the block."""
+    live = g.reachable()
+    readers = _readers(g, live)
+
+    def ends_a_kernel(nid: int, depth: int = _ANCHOR_DEPTH) -> bool:
+        n = g.nodes[nid]
+        return _ends_a_kernel(n.op, lambda d: bool(n.inputs) and ends_a_kernel(n.inputs[0], d), depth)
+
+    return {
+        nid
+        for nid in live
+        if g.nodes[nid].op == "Reshape"
+        and not g.nodes[nid].is_const
+        and ends_a_kernel(g.nodes[nid].inputs[0])
+        and _joins_no_reader(g.nodes[r].op for r in readers[nid])
+    }
+
+
+def lone_reshape_nodes(snap: Snapshot, roots: Iterable[int]) -> set[tuple[int, ENode]]:
+    """``lone_reshapes`` in an e-graph, whatever the extraction picks: (class, e-node) of the
+    Reshape nodes whose input class holds only kernel outputs and whose class only kernels
+    read (or a root).  Where some choice could fuse the reshape it counts as a view."""
+    readers: dict[int, list[str]] = {}
+    for nodes in snap.classes:
+        for n in nodes:
+            for k in n.children:
+                readers.setdefault(k, []).append(n.op)
+    root_set = set(roots)
+    memo: dict[tuple[int, int], bool] = {}
+
+    def ends_a_kernel(c: int, depth: int = _ANCHOR_DEPTH) -> bool:
+        if (c, depth) not in memo:
+            memo[(c, depth)] = False  # a cycle ends nothing
+            memo[(c, depth)] = all(
+                _ends_a_kernel(n.op, lambda d, n=n: bool(n.children) and ends_a_kernel(n.children[0], d), depth)
+                for n in snap.classes[c]
+            )
+        return memo[(c, depth)]
+
+    return {
+        (c, n)
+        for c, nodes in enumerate(snap.classes)
+        if not snap.is_const[c] and (c in readers or c in root_set) and _joins_no_reader(readers.get(c, ()))
+        for n in nodes
+        if n.op == "Reshape" and n.children and ends_a_kernel(n.children[0])
+    }

@@ -230,7 +230,7 @@ class _Mcts:
         if got is not None:
             self.stats["cache_hits"] += 1
             return got
-        from .extract import choice_cost, extract
+        from .extract import choice_cost, extract, lone_reshape_costs
         from .graph import Unsupported
 
         t = time.perf_counter()
@@ -247,7 +247,11 @@ class _Mcts:
                 ]
             )
 
+        lone = lone_reshape_costs(snap, roots, model)
+
         def node_cost(c: int, n) -> float:
+            if lone and (c, n) in lone:
+                return lone[(c, n)]
             in_tys = tuple(snap.ty[k] for k in n.children)
             key = (n.op, n.attrs, in_tys, snap.ty[c], snap.is_const[c])
             value = memo.get(key)

@@ -109,10 +109,12 @@ def build_workload(
     trials: int = 32,
     work_dir: str | None = None,
     rpc: RPCDevice | None = None,
+    cold_cache: bool = False,
 ):
     """``w`` compiled by the deployment flow: ``tuned`` is MetaSchedule with ``trials``
-    candidates, records kept in ``work_dir`` (so a kernel is tuned once); ``default``
-    is the target's stock pipeline (untuned loops on llvm, dlight schedules on CUDA)."""
+    candidates, records kept in ``work_dir`` (so a kernel is tuned once; ``cold_cache``:
+    candidates timed with cold caches, ``tune.tune``); ``default`` is the target's stock
+    pipeline (untuned loops on llvm, dlight schedules on CUDA)."""
     if flow not in FLOWS:
         raise ValueError(f"flow must be one of {FLOWS}, got {flow!r}")
     tgt = target if isinstance(target, tvm.target.Target) else tvm.target.Target(target)
@@ -120,7 +122,9 @@ def build_workload(
     if flow == "tuned":
         if work_dir is None:
             raise ValueError("flow='tuned' needs a work_dir for the MetaSchedule database")
-        return build(mod, tgt, tune(mod, tgt, work_dir, trials, rpc=rpc))
+        return build(mod, tgt, tune(mod, tgt, work_dir, trials, rpc=rpc, cold_cache=cold_cache))
+    if cold_cache:
+        raise ValueError("cold_cache tunes with cold caches: it needs flow='tuned'")
     return build(mod, tgt, None)
 
 

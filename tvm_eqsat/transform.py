@@ -269,7 +269,7 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
         )
     # the ILP may use what growth left, less a margin for its own overshoot and the rebuild
     budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
-    choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost), ctx.opts.extractor, budget)
+    choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost, roots), ctx.opts.extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
     if not force:  # (force: the roundtrip, a check of the conversions alone)
         new_graph = splits_to_slices(new_graph)  # the form TVM fuses better, where it is
