@@ -498,6 +498,16 @@ def test_transposes_that_move_the_innermost_axis_are_priced_as_the_gathers_they_
     assert 0.5 < np.median(gather_ratios["gathering"]) < 2.0
 
 
+def test_a_learned_model_prices_lone_reshapes_as_its_roofline_does():
+    """Nodes a learned model has no kernel for, a reshape left between two kernels among them,
+    cost what the roofline of the same target says (one model prices everything)."""
+    learned = cost.make_cost_model("xgb", "llvm", "tuned", 512, "znver5")
+    assert isinstance(learned, cost.LearnedCostModel)
+    a, b = TensorTy((36, 196, 64), F32), TensorTy((36, 12544), F32)
+    roofline = cost.RooflineCostModel("llvm", "tuned", 512, "znver5")
+    assert learned.reshape_copy_us(a, b) == roofline.reshape_copy_us(a, b) > roofline.machine.launch_us
+
+
 def _assert_tiers_fit_gemvs(machine, rows: list[dict]) -> None:
     """A machine's cache tier lies within the range the measured GEMVs that fit it stream
     at, its memory tier within 25% of the median of those that overflow it."""
