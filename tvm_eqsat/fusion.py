@@ -25,10 +25,12 @@ from collections.abc import Callable, Iterable
 
 from . import ops
 from .egraph import ENode, Snapshot
-from .graph import INPUT, OPAQUE, TGET, Node, TensorGraph
+from .graph import INPUT, TGET, Node, TensorGraph
 
 # ops FuseOps fuses no injective op into, before or after them (TVM's out-element-wise-
-# fusable, reduction and opaque patterns); a graph input starts no fused group either
+# fusable and reduction patterns); a graph input starts no fused group either.  Opaque calls
+# are not among them: an unknown op may be element-wise to FuseOps (``where``), so a reshape
+# beside one may fuse (priced as the view, the lower bound)
 ANCHORS = frozenset({"Matmul", "Conv2d", "BatchNorm", "LayerNorm", "Softmax", "MaxPool2d", "AvgPool2d", "Mean"})
 _ANCHOR_DEPTH = 4  # element-wise epilogue ops followed back to their kernel
 
@@ -102,16 +104,16 @@ def splits_to_slices(g: TensorGraph) -> TensorGraph:
 
 def _ends_a_kernel(op: str, first_input: Callable[[int], bool], depth: int) -> bool:
     """Whether a value made by ``op`` leaves a fused group that no injective op joins: an
-    anchor's, an opaque call's, an input, or an element-wise epilogue of one of those
-    (``first_input(depth)``: the same question of the op's first input)."""
-    if op in ANCHORS or op in (OPAQUE, INPUT):
+    anchor's, an input, or an element-wise epilogue of one of those (``first_input(depth)``:
+    the same question of the op's first input)."""
+    if op in ANCHORS or op == INPUT:
         return True
     spec = ops.BY_NAME.get(op)
     return depth > 0 and spec is not None and spec.kind == ops.ELEMWISE and first_input(depth - 1)
 
 
 def _joins_no_reader(reader_ops: Iterable[str]) -> bool:
-    return all(op in ANCHORS or op == OPAQUE for op in reader_ops)
+    return all(op in ANCHORS for op in reader_ops)
 
 
 def lone_reshapes(g: TensorGraph) -> set[int]:
