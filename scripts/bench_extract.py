@@ -234,7 +234,7 @@ SYNTHETIC = {  # name -> generator arguments
 
 def bench_snapshot(name, kind, block, snap, roots, grow_s, cost, ilp_limit, repeat) -> list[dict]:
     t = time.perf_counter()
-    raw = snapshot_node_cost(snap, cost)
+    raw = snapshot_node_cost(snap, cost, roots)
     cached = {(c, k): raw(c, node) for c, nodes in enumerate(snap.classes) for k, node in enumerate(nodes)}
     index = {id(node): k for nodes in snap.classes for k, node in enumerate(nodes)}
     cost_s = time.perf_counter() - t

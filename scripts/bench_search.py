@@ -118,7 +118,7 @@ def run_once(graph, library, search: str, kwargs: dict, limit: int, seed: int, c
     t = time.perf_counter()
     snap = egraph.snapshot()
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
-    node_cost = snapshot_node_cost(snap, cost)
+    node_cost = snapshot_node_cost(snap, cost, roots)
     choice = extract(snap, roots, node_cost, "ilp", ilp_s)
     after = choice_cost(snap, choice, roots, node_cost)
     stats = result.stats

@@ -66,7 +66,7 @@ def _grow(mod, method, node_limit, families=None, seconds=60.0, **kwargs):
     result.stats["grow_s"] = time.perf_counter() - start
     snap = egraph.snapshot()
     roots = [snap.root_of[nid] for _, nid in graph.outputs]
-    node_cost = snapshot_node_cost(snap, COST)
+    node_cost = snapshot_node_cost(snap, COST, roots)
     cost = choice_cost(snap, extract(snap, roots, node_cost, "ilp", 30), roots, node_cost)
     return egraph, result, cost
 
