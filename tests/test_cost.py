@@ -505,7 +505,9 @@ def test_a_learned_model_prices_lone_reshapes_as_its_roofline_does():
     assert isinstance(learned, cost.LearnedCostModel)
     a, b = TensorTy((36, 196, 64), F32), TensorTy((36, 12544), F32)
     roofline = cost.RooflineCostModel("llvm", "tuned", 512, "znver5")
+    assert learned.copies_lone_reshapes and roofline.copies_lone_reshapes
     assert learned.reshape_copy_us(a, b) == roofline.reshape_copy_us(a, b) > roofline.machine.launch_us
+    assert not cost.make_cost_model("xgb", "llvm", "default").copies_lone_reshapes
 
 
 def _assert_tiers_fit_gemvs(machine, rows: list[dict]) -> None:

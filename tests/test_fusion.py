@@ -181,4 +181,11 @@ def test_a_lone_reshape_costs_a_copy_only_where_the_build_copies_it():
     extra = sum(priced(tuned, n, True) - priced(tuned, n, False) for n in lone)
     assert abs(dag_cost(g, tuned) - dag_cost(g, views) - extra) < 1e-6
     for kind, flow in (("llvm", "default"), ("cuda", "tuned")):
-        assert all(priced(cost.RooflineCostModel(kind, flow), n, True) is None for n in lone)
+        other = cost.RooflineCostModel(kind, flow)
+        assert not other.copies_lone_reshapes
+        assert dag_cost(g, other) == sum(
+            other.node_cost(n.op, n.attrs, [g.nodes[i].ty for i in n.inputs], n.ty, n.is_const)
+            if nid not in fused_slices(g)
+            else cost.EPSILON_US
+            for nid, n in ((nid, g.nodes[nid]) for nid in g.reachable())
+        )

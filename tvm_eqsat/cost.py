@@ -215,6 +215,9 @@ class RooflineCostModel:
         if flow not in FLOWS:
             raise ValueError(f"flow={flow!r} is not known; known: {FLOWS}")
         self.machine = MACHINES.get((target_kind, flow), MACHINES[("llvm", flow)])
+        # a reshape FuseOps leaves alone is a view in the stock build (RewriteDataflowReshape);
+        # a tuned llvm build applies the tuned schedules before that pass, and the scheduled
+        # reshape stays a copy kernel (``reshape_copy_us``)
         self.copies_lone_reshapes = target_kind == "llvm" and flow == "tuned"
         # a kernel's machine: the peak of its class (the others: the classes' geometric mean)
         self._machines: dict[str | None, Machine] = {}
@@ -244,13 +247,9 @@ class RooflineCostModel:
                 busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
         return EPSILON_US + m.launch_us + busy
 
-    def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float | None:
-        """What a reshape that FuseOps leaves alone costs (``fusion.lone_reshapes``): in the llvm
-        tuned flow a copy kernel (the build applies the tuned schedules before
-        ``RewriteDataflowReshape``, which makes the same reshape a view in the stock build,
-        and the scheduled reshape stays a kernel), elsewhere None: a view."""
-        if not self.copies_lone_reshapes:
-            return None
+    def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float:
+        """What a reshape that FuseOps leaves alone (``fusion.lone_reshapes``) costs where the
+        build copies it (``copies_lone_reshapes``): a copy kernel."""
         traffic = nbytes(in_ty) + nbytes(out_ty)
         return EPSILON_US + self.machine.launch_us + float(self.machine.busy_us(0.0, traffic))
 
@@ -306,7 +305,11 @@ class LearnedCostModel:
             costs = self.kernels.predict_us(featurize(list(todo.values())))
             self._memo.update(zip(todo, (float(c) for c in costs)))
 
-    def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float | None:
+    @property
+    def copies_lone_reshapes(self) -> bool:
+        return self.fallback.copies_lone_reshapes
+
+    def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float:
         return self.fallback.reshape_copy_us(in_ty, out_ty)
 
     def node_cost(self, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None, is_const: bool) -> float:

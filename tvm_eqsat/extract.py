@@ -79,15 +79,12 @@ def gc_paused(fn):
 def lone_reshape_costs(snap: Snapshot, roots: list[int], cost_model) -> dict[tuple[int, ENode], float]:
     """What the reshapes FuseOps leaves alone cost where the build copies them
     (``fusion.lone_reshape_nodes``, ``reshape_copy_us``); empty where they stay views."""
-    if getattr(cost_model, "reshape_copy_us", None) is None:
+    if not getattr(cost_model, "copies_lone_reshapes", False):
         return {}
-    costs = {}
-    for c, node in fusion.lone_reshape_nodes(snap, roots):
-        us = cost_model.reshape_copy_us(snap.ty[node.children[0]], snap.ty[c])
-        if us is None:
-            return {}
-        costs[(c, node)] = us
-    return costs
+    return {
+        (c, node): cost_model.reshape_copy_us(snap.ty[node.children[0]], snap.ty[c])
+        for c, node in fusion.lone_reshape_nodes(snap, roots)
+    }
 
 
 def snapshot_node_cost(snap: Snapshot, cost_model, roots: list[int] | None = None) -> NodeCost:
@@ -605,14 +602,15 @@ def dag_cost(graph: TensorGraph, cost_model) -> float:
     the build makes of it (``fusion``)."""
     total = 0.0
     free = fusion.fused_slices(graph)
-    copy_us = getattr(cost_model, "reshape_copy_us", None)
-    lone = fusion.lone_reshapes(graph) if copy_us is not None else set()
+    lone = fusion.lone_reshapes(graph) if getattr(cost_model, "copies_lone_reshapes", False) else set()
     for nid in graph.reachable():
         if nid in free:
             total += EPSILON_US
             continue
         n = graph.nodes[nid]
         in_tys = [graph.nodes[i].ty for i in n.inputs]
-        copy = copy_us(in_tys[0], n.ty) if nid in lone else None
-        total += copy if copy is not None else cost_model.node_cost(n.op, n.attrs, in_tys, n.ty, n.is_const)
+        if nid in lone:
+            total += cost_model.reshape_copy_us(in_tys[0], n.ty)
+        else:
+            total += cost_model.node_cost(n.op, n.attrs, in_tys, n.ty, n.is_const)
     return total
