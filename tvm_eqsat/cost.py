@@ -6,7 +6,9 @@ kernel costs a launch plus max(FLOPs / peak, bytes / bandwidth)) for the rest
 and for targets without a trained model.  Both follow how TVM
 builds the graph: values computed only from constants/weights are folded at
 compile time (zero), reshape-like views are nearly free (but not a split: FuseOps
-starts a kernel at it, which copies the input into the parts), and element-wise ops
+starts a kernel at it, which copies the input into the parts; nor, in a tuned CPU build, a
+reshape FuseOps leaves alone between two kernels: ``fusion.lone_reshapes``), a transpose
+that moves the innermost axis gathers at a measured rate per element, and element-wise ops
 that FuseOps folds into their producer pay only a small epilogue share.
 """
 
