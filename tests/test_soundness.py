@@ -152,7 +152,7 @@ def test_a_wrong_rule_of_the_right_type_fails_translation_validation(monkeypatch
     monkeypatch.setattr(
         transform,
         "snapshot_node_cost",  # and prefer the wrong form
-        lambda snap, cost: lambda c, n: 1.0 if n.op == "Sigmoid" else (10.0 if n.children else 0.001),
+        lambda snap, cost, roots=None: lambda c, n: 1.0 if n.op == "Sigmoid" else (10.0 if n.children else 0.001),
     )
     mod = _relu_block()
     new, report = tvm_eqsat.optimize(mod, "llvm")
