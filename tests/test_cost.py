@@ -998,6 +998,31 @@ def test_few_shot_curve_never_shows_a_model_its_own_kernels():
     }
 
 
+def test_few_shot_residual_boosters_extrapolate_to_a_larger_model():
+    """``few_shot.py --objective residual`` trains every booster on the roofline's correction,
+    as the tuned-flow models are trained: where the held-out model's matmuls are all larger
+    than any other model's and latency is the roofline times 2.5, the residual ceiling
+    predicts them within 20%, where trees on plain latency stop at the largest kernel seen."""
+    from tvm_eqsat.xgb_model import roofline_from_features, sample_features
+
+    fs = load_script("few_shot")
+    samples = []
+    for i, size in enumerate([16, 24, 32, 48, 64, 96, 128, 192] * 3 + [512, 768, 1024] * 3):
+        op, attrs, ins, ty = _matmul(size, size + 8 * (i % 3), size)
+        samples.append(Sample("big" if size >= 512 else f"model{i % 2}", "model", Workload(op, attrs, ins), ty, 1.0, 0))
+    x = sample_features(samples)
+    new = [dataclasses.replace(s, median_us=2.5 * float(r)) for s, r in zip(samples, roofline_from_features(x))]
+    big = np.array([s.model == "big" for s in new])
+    y = np.array([s.median_us for s in new])
+    kw = {"ks": (0,), "seeds": (0,), "rounds": 60}
+    err = {
+        objective: np.abs(fs.curve(new, new, objective=objective, **kw)["all"][big] / y[big] - 1)
+        for objective in ("latency", "residual")
+    }
+    assert err["residual"].max() < 0.2, err["residual"]
+    assert err["latency"].max() > 0.5, err["latency"]
+
+
 def test_ranking_objective_orders_held_out_kernels():
     """``compare_objectives.py``'s ranking booster, trained on two models' kernels, orders the
     third's by latency (its score is no latency, only an order)."""
