@@ -68,10 +68,6 @@ OBJECTIVE_WORDS = {"latency": "the log of latency", "residual": "the log of late
 TARGET_SPEARMAN, TARGET_WITHIN_20 = 0.95, 0.80
 
 
-def _kernel_us(booster, x: np.ndarray, objective: str = "latency") -> np.ndarray:
-    return KernelModel(booster, {"objective": objective}).predict_us(x)
-
-
 def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None, objective: str = "latency") -> dict:
     """Predictions of each method for every kernel of ``new`` (its model held out), per k
     and draw, and the ceiling's: ``{"all": array, (method, k, seed): array}``.
@@ -85,7 +81,7 @@ def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None, obj
         return train(samples, n, base=base, objective=objective)
 
     def predict(booster, features):
-        return _kernel_us(booster, features, objective)
+        return KernelModel(booster, {"objective": objective}).predict_us(features)
 
     x = sample_features(new)
     epilogue = np.array([s.epilogue_us for s in new])
@@ -199,8 +195,8 @@ def markdown(report: dict) -> str:
         "per k (figures: the median over draws, the range in brackets). `old` is the old machine's booster as it is; `fine-tuned` continues the old-machine "
         "booster on them (`train_cost_model.py --finetune-from`), `rescaled` multiplies it by one factor, "
         "`scratch` trains on them alone. "
-        f"Every booster learns {OBJECTIVE_WORDS[report.get('objective', 'latency')]}; tuned-flow kernels tuned with "
-        f"fewer than {report.get('min_trials', 0)} trials are left out on both machines. Layout pairs: the NCHW/NHWC pairs of one conv, ordered right "
+        f"Every booster learns {OBJECTIVE_WORDS[report['objective']]}; tuned-flow kernels tuned with "
+        f"fewer than {report['min_trials']} trials are left out on both machines. Layout pairs: the NCHW/NHWC pairs of one conv, ordered right "
         f"({report['pairs']} pairs; always answering NCHW is right in {_pct(report['nchw_right'])}).",
         "",
         "| method | fresh kernels | Spearman | within 20% | median error | layout pairs right |",
