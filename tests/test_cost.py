@@ -1151,3 +1151,36 @@ def test_ab_cost_models_times_both_rewrites_and_checks_them(tmp_path):
     assert row["a"]["ms"] > 0 and row["b"]["ms"] > 0 and row["max_rel_diff"] < 1e-4
     assert row["b_over_a"] == row["a"]["ms"] / row["b"]["ms"]
     assert "| nasrnn |" in stem.with_suffix(".md").read_text()
+
+
+def test_batch_norms_are_priced_at_the_rate_their_tuned_kernels_ran():
+    """TVM runs an inference batch norm as a kernel of its own with a square root and a
+    divide per element.  Against the NCHW batch norms of the committed Zen 5 database (tuned
+    cold, 32 trials, their best records), the Zen 5 machine prices them within 1.5x at the
+    median, where their traffic alone put them at under a fifth of their time."""
+    import statistics
+    from pathlib import Path
+
+    database = tune.read_database(str(Path(__file__).resolve().parent.parent / "benchmarks/tuning/llvm-znver5-cold"))
+    rate = cost.RooflineCostModel("llvm", "tuned", 512, "znver5")
+    traffic = cost.RooflineCostModel("llvm", "tuned", 512, "znver5")
+    traffic.machine = dataclasses.replace(traffic.machine, batch_norm_ns=0.0)
+    attrs = (1, 1e-5, True, True, 0.1, False)
+    ratios: dict[str, list[float]] = {"rate": [], "traffic": []}  # time over price
+    for record in database.get_all_tuning_records():
+        blocks = {str(inst.attrs[0]) for inst in record.trace.insts if inst.kind.name == "GetSBlock"}
+        shapes = [tuple(int(d) for d in p.shape) for p in record.workload.mod["main"].params]
+        # a batch norm (and any epilogue fused into it): x, gamma, beta, mean, var, the output; NCHW
+        if not {"T_divide", "T_multiply"} <= blocks or len(shapes) != 6 or len(shapes[0]) != 4:
+            continue
+        if shapes[0][2] != shapes[0][3] or not record.run_secs:
+            continue
+        x, stat = TensorTy(shapes[0], F32), TensorTy((shapes[0][1],), F32)
+        us = statistics.median(float(s) for s in record.run_secs) * 1e6
+        for name, model in (("rate", rate), ("traffic", traffic)):
+            ratios[name].append(
+                us / model.node_cost("BatchNorm", attrs, (x, stat, stat, stat, stat), (x, stat, stat), False)
+            )
+    assert len(ratios["rate"]) >= 30
+    assert 1 / 1.5 < np.median(ratios["rate"]) < 1.5
+    assert np.median(ratios["traffic"]) > 5.0

@@ -47,6 +47,7 @@ class Machine:
     cache_bytes: int = 0  # a kernel whose traffic fits streams at cache_gbs (weights stay hot across runs)
     cache_gbs: float = 0.0
     gather_ns: float = 0.0  # per element, a transpose that moves the innermost axis (``gathers``)
+    batch_norm_ns: float = 0.0  # per element, an inference batch norm as TVM's tuned kernel runs it
 
     def us_per_byte(self, traffic: float) -> float:
         """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
@@ -70,7 +71,13 @@ MACHINES = {  # (target kind, build flow) -> machine
     # transposes that move the innermost axis (``gathers``): 0.43 ns per element, the geometric
     # mean of the three of bandwidth-llvm-permute.json (0.10-1.49 ns, timed warm)
     ("llvm", "tuned"): Machine(
-        peak_gflops=100.0, bandwidth_gbs=25.0, launch_us=2.0, cache_bytes=16 << 20, cache_gbs=70.0, gather_ns=0.43
+        peak_gflops=100.0,
+        bandwidth_gbs=25.0,
+        launch_us=2.0,
+        cache_bytes=16 << 20,
+        cache_gbs=70.0,
+        gather_ns=0.43,
+        batch_norm_ns=1.1,
     ),
     # the same VM, stock untuned loops: a rough single tier (kernels there are costed by
     # the learned default-flow model; this prices views, splits and epilogues)
@@ -131,13 +138,29 @@ MACHINES = {  # (target kind, build flow) -> machine
 # on these rows; it corrects the order of magnitude the copy price missed (the output layouts
 # of full-size SqueezeNet's Winograd convs, priced at 97 GB/s, ran 3-7x their price).  A
 # machine whose transposes were not measured (the Xeon, AVX2) keeps the generic one's rate.
+#
+# Batch norms.  TVM legalizes an inference batch norm to a kernel of its own that computes
+# (x - mean) / sqrt(var + eps) * gamma + beta element by element, a square root and a divide
+# per element; FuseOps fuses its element-wise readers (a relu) into it, not its producer.
+# Tuned at 32-64 trials, the NCHW batch norms of the committed databases (benchmarks/tuning/,
+# kernels of x, the four statistics and the output: the batch norm and any epilogue fused into
+# it, /tmp script over their best records)
+# take a median 1.16 ns per element (generic code, 49 kernels; 1.01 in its A/A tuning), 1.13
+# (the Xeon, 18; 1.26) and 0.88 (Zen 5 cold, 40; 0.87), each machine's rate the geometric mean
+# of its two tunings: 4-11 GB/s of traffic, where the memory
+# tiers priced them at 70-97 GB/s, 8-10x too cheap.  So the roofline missed most of what
+# folding them gains: full-size ResNeXt-50 on Zen 5 predicted 1.029x for stock+tvm's folds
+# and ran 1.219x faster (llvm-znver5-cold-tuned-t32.md).
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED_512 = {  # mcpu -> (GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
-    "emeraldrapids": ({"matmul": 200.4, "conv": 121.0, "depthwise": 48.3}, {"bandwidth_gbs": 51.3, "cache_gbs": 80.0}),
+    "emeraldrapids": (
+        {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3},
+        {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2},
+    ),
     "znver5": (
         {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
-        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27},
+        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87},
     ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
@@ -247,6 +270,8 @@ class RooflineCostModel:
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
                 busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
+        if op == "BatchNorm" and m.batch_norm_ns and in_tys and isinstance(in_tys[0], TensorTy):
+            busy = max(busy, in_tys[0].numel * m.batch_norm_ns / 1e3)
         return EPSILON_US + m.launch_us + busy
 
     def reshape_copy_us(self, in_ty: Ty | None, out_ty: Ty | None) -> float:
