@@ -8,8 +8,9 @@ builds the graph: values computed only from constants/weights are folded at
 compile time (zero), reshape-like views are nearly free (but not a split: FuseOps
 starts a kernel at it, which copies the input into the parts; nor, in a tuned CPU build, a
 reshape FuseOps leaves alone between two kernels: ``fusion.lone_reshapes``), a transpose
-that moves the innermost axis gathers at a measured rate per element, and element-wise ops
-that FuseOps folds into their producer pay only a small epilogue share.
+that moves the innermost axis gathers at a measured rate per element, a batch norm's kernel
+(a square root and a divide per element) runs at one too, and element-wise ops that FuseOps
+folds into their producer pay only a small epilogue share.
 """
 
 from __future__ import annotations
@@ -142,15 +143,14 @@ MACHINES = {  # (target kind, build flow) -> machine
 # Batch norms.  TVM legalizes an inference batch norm to a kernel of its own that computes
 # (x - mean) / sqrt(var + eps) * gamma + beta element by element, a square root and a divide
 # per element; FuseOps fuses its element-wise readers (a relu) into it, not its producer.
-# Tuned at 32-64 trials, the NCHW batch norms of the committed databases (benchmarks/tuning/,
-# kernels of x, the four statistics and the output: the batch norm and any epilogue fused into
-# it, /tmp script over their best records)
-# take a median 1.16 ns per element (generic code, 49 kernels; 1.01 in its A/A tuning), 1.13
-# (the Xeon, 18; 1.26) and 0.88 (Zen 5 cold, 40; 0.87), each machine's rate the geometric mean
-# of its two tunings: 4-11 GB/s of traffic, where the memory
-# tiers priced them at 70-97 GB/s, 8-10x too cheap.  So the roofline missed most of what
-# folding them gains: full-size ResNeXt-50 on Zen 5 predicted 1.029x for stock+tvm's folds
-# and ran 1.219x faster (llvm-znver5-cold-tuned-t32.md).
+# Tuned at 32-64 trials, the NCHW batch norms of the committed databases (benchmarks/tuning/;
+# kernels of x, the four statistics and the output: the batch norm and any epilogue fused
+# into it; a /tmp script over their best records) take a median 1.16 ns per element (generic
+# code, 49 kernels; 1.01 in its A/A tuning), 1.13 (the Xeon, 18; 1.26) and 0.88 (Zen 5 cold,
+# 40; 0.87), each machine's rate the geometric mean of its two tunings: 4-11 GB/s of traffic,
+# where the memory tiers priced them at 70-97 GB/s, 8-10x too cheap.  So the roofline missed
+# most of what folding them gains: full-size ResNeXt-50 on Zen 5 predicted 1.029x for
+# stock+tvm's folds and ran 1.219x faster (llvm-znver5-cold-tuned-t32.md).
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED_512 = {  # mcpu -> (GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
