@@ -222,7 +222,7 @@ HARVESTED_VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat")
 
 
 def harvest_dataset(
-    work_dir: str,
+    work_dir: str | dict,
     names: list[str],
     small: bool,
     target: str,
@@ -231,9 +231,11 @@ def harvest_dataset(
     rules: list[str] | None = None,
     mcpu: str = "generic",
     full: list[str] | None = None,
+    saved: str | None = None,
 ) -> None:
     """Write the kernels of the zoo models ``names`` that the MetaSchedule database
-    ``work_dir`` has tuned to ``path`` as dataset rows: the kernels of every variant the
+    ``work_dir`` has tuned (or a device's offline tuning timed: a ``batch_tune.kernel_times``
+    mapping) to ``path`` as dataset rows: the kernels of every variant the
     benchmark tunes (``HARVESTED_VARIANTS``: stock, TVM's graph passes, ConvertLayout to
     NHWC, tvm-eqsat), so the same convolution comes in both layouts where both were tuned.
     ``retime``: label each with ``retime`` fresh samples of its tuned schedule instead of the
@@ -243,7 +245,8 @@ def harvest_dataset(
     was tuned for (``benchmark.py --mcpu``; its kernels are looked up under that target).
     ``full``: zoo models also tuned into it at full size (with ``small``, a database that
     holds both sizes); their rows carry the model's name, so held out by model, a model's
-    two sizes leave together."""
+    two sizes leave together.  ``saved``: the folder of modules ``device_bench.py variants``
+    saved (the modules an offline tuning tuned), read instead of building the variants again."""
     import csv
 
     import tvm
@@ -259,12 +262,18 @@ def harvest_dataset(
     from tvm_eqsat.tune import llvm_target
 
     tgt = tvm.target.Target(llvm_target(mcpu) if target == "llvm" else target)
+    where = work_dir if isinstance(work_dir, str) else "the device's timings"
     rows, seen, off = [], set(), []
     sized = dict.fromkeys([(name, small) for name in names] + [(name, False) for name in full or ()])
     for name, reduced in sized:
-        model = (models.SMALL if reduced else models.MODELS)[name]()
-        options = {"flow": "tuned", **({"rules": tuple(rules)} if rules is not None else {})}
-        mods = [make_variant(v, model.mod, tgt, options).mod for v in HARVESTED_VARIANTS]
+        if saved:
+            from device_bench import _saved_modules
+
+            mods = list(_saved_modules(saved, list(HARVESTED_VARIANTS), [name]).values())
+        else:
+            model = (models.SMALL if reduced else models.MODELS)[name]()
+            options = {"flow": "tuned", **({"rules": tuple(rules)} if rules is not None else {})}
+            mods = [make_variant(v, model.mod, tgt, options).mod for v in HARVESTED_VARIANTS]
         found = []
         for h in harvest(work_dir, mods, tgt, progress=True):
             if h.workload.key() not in seen:
@@ -284,13 +293,13 @@ def harvest_dataset(
                 off.append((name, h.workload.op, h.median_us, m.median_us))
         print(f"{name}{' (small)' if reduced else ''}: {len(rows)} kernels so far", file=sys.stderr)
     if not rows:
-        raise SystemExit(f"{work_dir}: none of the kernels of {names} is in this database")
+        raise SystemExit(f"{where}: none of the kernels of {names} is in this database")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    print(f"{len(rows)} kernels harvested from {work_dir} -> {path}", file=sys.stderr)
+    print(f"{len(rows)} kernels harvested from {where} -> {path}", file=sys.stderr)
     if retime:
         print(f"{len(off)} tuner records more than 2x off their fresh time:", file=sys.stderr)
         for name, op, record, fresh in off:
@@ -360,6 +369,28 @@ def main() -> None:
         metavar="DIR",
         default=None,
         help="harvest the dataset from this MetaSchedule database instead of measuring",
+    )
+    p.add_argument(
+        "--from-device",
+        nargs="+",
+        metavar="BUNDLE RESULTS",
+        default=None,
+        help="harvest the dataset from an offline tuning's device runs instead (device_bench.py candidates "
+        "bundles, each with its results.json): a kernel's label is what the tuned build runs, the faster of "
+        "its stock schedule and its best candidate (batch_tune.kernel_times); give --out",
+    )
+    p.add_argument(
+        "--modules",
+        metavar="DIR",
+        default=None,
+        help="with --from-device: the folder of modules device_bench.py variants saved (what was tuned)",
+    )
+    p.add_argument(
+        "--aa-device",
+        nargs="+",
+        metavar="BUNDLE RESULTS",
+        default=None,
+        help="with --from-device: the A/A control's bundles and results (as --aa-database does for a database)",
     )
     p.add_argument(
         "--models",
@@ -436,30 +467,43 @@ def main() -> None:
     mcpu = _mcpu(args)
     name = target_name(args.target, mcpu)
 
-    def harvest(database: str, path: Path) -> None:
-        """One database's kernels of the models asked for, as dataset rows at ``path``."""
+    def harvest(database, path: Path) -> None:
+        """One database's kernels (or device run's: a mapping) of the models asked for, as dataset rows at ``path``."""
         names = args.models or sorted(models.MODELS)
         try:
             harvest_dataset(
-                database, names, args.small, args.target, path, args.retime, args.rules, mcpu, args.full_models
+                database,
+                names,
+                args.small,
+                args.target,
+                path,
+                args.retime,
+                args.rules,
+                mcpu,
+                args.full_models,
+                args.modules,
             )
         except FileNotFoundError as err:  # a wrong directory: say so, not a traceback
             raise SystemExit(str(err)) from None
 
-    if args.from_database:
+    source = args.from_database or _device_times(args.from_device, "--from-device")
+    aa_source = args.aa_database or _device_times(args.aa_device, "--aa-device")
+    if args.from_device and (args.from_database or args.retime or not args.out):
+        raise SystemExit("--from-device: give --out, and neither --from-database nor --retime (nothing is rebuilt)")
+    if source is not None:
         out = Path(args.out or Path(args.from_database) / "cost_model")
         dataset = Path(args.dataset or out / "dataset.csv")
-        harvest(args.from_database, dataset)
+        harvest(source, dataset)
     else:
         out = Path(args.out or ROOT / "cost_models" / name)
         dataset = Path(args.dataset or ROOT / "cost_models" / name / "dataset.csv")
     samples = load_dataset(dataset, min_trials=args.min_trials)
     again = None
-    if args.aa_database:
-        if not args.from_database:
-            raise SystemExit("--aa-database compares two databases: give --from-database too")
+    if aa_source is not None:
+        if source is None or (args.aa_device is None) != (args.from_device is None):
+            raise SystemExit("--aa-database compares two databases (--aa-device two device runs): give the first too")
         aa_dataset = dataset.with_name(dataset.stem + "-aa.csv")
-        harvest(args.aa_database, aa_dataset)
+        harvest(aa_source, aa_dataset)
         again = repeatability(samples, load_dataset(aa_dataset, min_trials=args.min_trials))
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
@@ -511,6 +555,7 @@ def main() -> None:
         "flows": flows,
         "dataset": str(dataset.relative_to(ROOT)) if dataset.is_relative_to(ROOT) else str(dataset),
         "from_database": args.from_database,
+        **({"from_device": args.from_device} if args.from_device else {}),
         "tvm": provenance.version("apache-tvm"),
         "xgboost": provenance.version("xgboost"),
         "machine": args.measured_on or provenance.cpu_name(),
@@ -528,6 +573,7 @@ def main() -> None:
         "unmeasured_judged_on": judged[2] if args.unmeasured == "auto" else None,
         "roofline_scale": roofline_scale(samples, roofline_pred),
         "aa_database": args.aa_database,
+        **({"aa_device": args.aa_device} if args.aa_device else {}),
         "tuned_twice": again,
     }
     model = KernelModel(booster, metadata, measured_table(samples), load_elementwise(dataset.parent))
@@ -598,7 +644,7 @@ def main() -> None:
         "",
         "Targets (issue): held out by model, Spearman >= 0.95 and >= 80% within 20%; choice pairs >= 90% ordered right.",
         "",
-        *_tuned_twice_lines(again, args.aa_database),
+        *_tuned_twice_lines(again, args.aa_database or (args.aa_device and " ".join(args.aa_device))),
         (
             "These figures are the booster's (monotone in the work features, see `tvm_eqsat/features.py`)"
             + (
@@ -652,13 +698,24 @@ def main() -> None:
         f"Median spread of the measurements ((p90 - p10) / median): {np.median([s.spread for s in samples]) * 100:.1f}%"
         + (
             " (harvested rows carry the tuner's best time only, no spread)."
-            if args.from_database and not args.retime
+            if source is not None and not args.retime
             else "."
         ),
         "",
     ]
     (out / "REPORT.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def _device_times(pairs: list[str] | None, flag: str) -> dict | None:
+    """``batch_tune.kernel_times`` of ``BUNDLE RESULTS`` pairs given to ``flag`` (None: none given)."""
+    if pairs is None:
+        return None
+    if len(pairs) % 2:
+        raise SystemExit(f"{flag} takes BUNDLE RESULTS pairs")
+    from tvm_eqsat import batch_tune
+
+    return batch_tune.kernel_times(list(zip(pairs[::2], pairs[1::2])))
 
 
 def _tuned_twice_lines(again: dict | None, aa_database: str | None) -> list[str]:

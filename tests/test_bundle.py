@@ -153,6 +153,17 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     assert len(records) == sum(r["best_ms"] < r["baseline_ms"] for r in report)
     won = sorted(r["best_ms"] for r in report if r["best_ms"] < r["baseline_ms"])
     assert sorted(round(float(r.run_secs[0]) * 1e3, 9) for r in records) == [round(t, 9) for t in won]
+    # the training labels: what the tuned build runs each kernel in, dlight's wins included,
+    # found by the harvest under the model's own kernels
+    from tvm_eqsat import harvest
+
+    times = batch_tune.kernel_times([(path, tmp_path / "out" / "results.json")])
+    assert sorted(round(us, 6) for us, _ in times.values()) == sorted(
+        round(min(r["best_ms"], r["baseline_ms"]) * 1e3, 6) for r in report
+    )
+    assert all(n == r["timed"] + 1 for (_, n), r in zip(times.values(), report))
+    found = harvest.harvest(times, [mod], "llvm")
+    assert found and {round(h.median_us, 6) for h in found} <= {round(us, 6) for us, _ in times.values()}
     target = tune.tuning_target("llvm")
     vm = tvm.relax.VirtualMachine(tune.build(mod, target, db), tvm.cpu())
     args = verify.random_inputs(mod["main"])

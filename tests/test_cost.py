@@ -799,7 +799,12 @@ def test_flow_picks_the_shipped_model_of_that_build_flow():
     cuda = cost.make_cost_model("auto", "cuda", "default")  # timed on the H100 through bundles
     assert isinstance(cuda, cost.LearnedCostModel) and cuda.kernels.metadata["target"] == "cuda"
     assert cost.prices_layouts(cuda)  # NHWC convs measured: the nhwc family runs on CUDA too
-    assert isinstance(cost.make_cost_model("auto", "cuda", "tuned"), cost.RooflineCostModel)  # none shipped
+    # CUDA's tuned-flow model (the H200's offline tuning) ranks held-out kernels better than the
+    # roofline but is far from the issue's targets and unchecked end to end: xgb only when asked
+    assert isinstance(cost.make_cost_model("auto", "cuda", "tuned"), cost.RooflineCostModel)
+    cuda_tuned = cost.make_cost_model("xgb", "cuda", "tuned")
+    assert isinstance(cuda_tuned, cost.LearnedCostModel)
+    assert all(f.startswith("tuned") for f in cuda_tuned.kernels.metadata["flows"])
     with pytest.raises(ValueError, match="flow"):
         tvm_eqsat.make_options(flow="fast")
     with pytest.raises(ValueError, match="flow"):

@@ -249,6 +249,39 @@ def unmatched_records(database, tasks: list) -> int:
     return len(named - looked_up)
 
 
+def _timed_kernels(bundle_dir: str | os.PathLike, results: str | os.PathLike):
+    """The kernels of a candidate bundle's device run: for each, its workload's index in the
+    bundle, its stock schedule's row (None where the bundle timed none) and its timed
+    candidates, fastest first; with the bundle's info and the rows by name."""
+    info = json.loads(gzip.decompress((Path(bundle_dir) / CANDIDATES).read_bytes()))
+    timed = {row["name"]: row for row in json.loads(Path(results).read_text())["rows"]}
+    by_kernel: dict[str, list] = {}
+    for cand in info["candidates"]:
+        if cand["name"] in timed:
+            by_kernel.setdefault(cand.get("baseline") or cand["name"], []).append(cand)
+    kernels = []
+    for key, cands in by_kernel.items():
+        cands.sort(key=lambda c: timed[c["name"]]["median_ms"])
+        kernels.append((cands[0]["kernel"], timed.get(key) if cands[0].get("baseline") else None, cands))
+    return info, timed, kernels
+
+
+def kernel_times(pairs: list[tuple[str, str]]) -> dict[str, tuple[float, int]]:
+    """What the tuned flow runs each kernel of these (bundle, results) device runs in: the
+    faster of its stock schedule and its best candidate, in microseconds, and how many
+    schedules were timed, by kernel structure (``tune.kernel_hash``).  These are the
+    training labels of a target tuned offline: its database holds only the kernels a
+    candidate won, and the tuned build runs the others as the stock pipeline schedules them."""
+    out: dict[str, tuple[float, int]] = {}
+    for bundle_dir, results in pairs:
+        info, timed, kernels = _timed_kernels(bundle_dir, results)
+        for index, base, cands in kernels:
+            times = [timed[cands[0]["name"]]["median_ms"]] + ([base["median_ms"]] if base else [])
+            key = tune.kernel_hash(tvm.ir.load_json(info["workloads"][index]))
+            out[key] = (min(times) * 1e3, len(cands) + (base is not None))
+    return out
+
+
 def record_results(
     bundle_dir: str | os.PathLike, results: str | os.PathLike, work_dir: str | os.PathLike, report: list | None = None
 ):
@@ -262,18 +295,11 @@ def record_results(
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.schedule import Schedule, Trace
 
-    info = json.loads(gzip.decompress((Path(bundle_dir) / CANDIDATES).read_bytes()))
+    info, timed, kernels = _timed_kernels(bundle_dir, results)
     target = tvm.target.Target(info["target"])
-    timed = {row["name"]: row for row in json.loads(Path(results).read_text())["rows"]}
-    by_kernel: dict[str, list] = {}
-    for cand in info["candidates"]:
-        if cand["name"] in timed:
-            by_kernel.setdefault(cand.get("baseline") or cand["name"], []).append(cand)
     database = tune.open_database(work_dir)
     committed = 0
-    for key, cands in by_kernel.items():
-        base = timed.get(key) if cands[0].get("baseline") else None
-        cands.sort(key=lambda c: timed[c["name"]]["median_ms"])
+    for _, base, cands in kernels:
         if base is not None:
             best = timed[cands[0]["name"]]["median_ms"]
             if report is not None:

@@ -23,7 +23,7 @@ harvested for training is retimed on a quiet machine.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,22 @@ def lookup(database, w: Workload, target: tvm.target.Target, budgets: dict[str, 
     """``w``'s tuned latency in ``database``, or None when any of its kernels is missing.
     Its trials are the budgets recorded for its kernels (``budgets``, by kernel structure),
     else the records kept (a pruned database keeps one per kernel)."""
+
+    def tuned(kernel) -> tuple[float, int] | None:
+        records = tuned_records(database, kernel)
+        if not records:
+            return None
+        secs = [float(s) for s in records[0].run_secs]
+        if not secs or max(secs) >= INVALID_SECS:
+            return None
+        return float(np.median(secs)) * 1e6, (budgets or {}).get(kernel_hash(kernel), len(records))
+
+    return _lookup(w, target, tuned)
+
+
+def _lookup(w: Workload, target: tvm.target.Target, tuned) -> Harvested | None:
+    """``w``'s latency as the sum of its kernels' (``tuned(kernel)``: microseconds and
+    trials, or None, which leaves ``w`` out), with the fewest trials of its kernels."""
     from tvm.s_tir import meta_schedule as ms
 
     tasks = ms.relax_integration.extract_tasks(fuse_for_tuning(workload_module(w), target), target)
@@ -70,28 +86,38 @@ def lookup(database, w: Workload, target: tvm.target.Target, budgets: dict[str, 
         return None
     total_us, trials = 0.0, None
     for task in tasks:
-        records = tuned_records(database, task.dispatched[0])
-        if not records:
+        found = tuned(task.dispatched[0])
+        if found is None:
             return None
-        secs = [float(s) for s in records[0].run_secs]
-        if not secs or max(secs) >= INVALID_SECS:
-            return None
-        total_us += float(np.median(secs)) * 1e6
-        n = (budgets or {}).get(kernel_hash(task.dispatched[0]), len(records))
-        trials = n if trials is None else min(trials, n)
+        total_us += found[0]
+        trials = found[1] if trials is None else min(trials, found[1])
     return Harvested(w, total_us, trials or 0)
 
 
-def harvest(work_dir: str, mods: Sequence[tvm.IRModule], target: Any, progress: bool = False) -> list[Harvested]:
-    """Every kernel of ``mods`` that the MetaSchedule database in ``work_dir`` has tuned.
+def harvest(
+    source: str | Mapping[str, tuple[float, int]], mods: Sequence[tvm.IRModule], target: Any, progress: bool = False
+) -> list[Harvested]:
+    """Every kernel of ``mods`` that the MetaSchedule database in ``source`` (a folder) has
+    tuned, or that ``source`` (a mapping: ``batch_tune.kernel_times`` of an offline tuning's
+    device runs) times, by kernel structure.
 
     ``mods`` are the Relax modules that were tuned (for a module tuned after our pass,
     pass the rewritten one: its kernels are the ones in the database)."""
-    if not has_database(work_dir):
-        raise FileNotFoundError(f"{work_dir}: no MetaSchedule JSON database (database_tuning_record.json[.gz]) there")
     tgt = tuning_target(target)
-    database = read_database(work_dir)
-    budgets = budgets_by_hash(work_dir)
+    if isinstance(source, Mapping):
+
+        def find(w: Workload) -> Harvested | None:
+            return _lookup(w, tgt, lambda kernel: source.get(kernel_hash(kernel)))
+
+    else:
+        if not has_database(source):
+            raise FileNotFoundError(f"{source}: no MetaSchedule JSON database (database_tuning_record.json[.gz]) there")
+        database = read_database(source)
+        budgets = budgets_by_hash(source)
+
+        def find(w: Workload) -> Harvested | None:
+            return lookup(database, w, tgt, budgets)
+
     workloads: dict[str, Workload] = {}
     for mod in mods:
         for w in module_workloads(mod):
@@ -106,13 +132,18 @@ def harvest(work_dir: str, mods: Sequence[tvm.IRModule], target: Any, progress: 
     out = []
     for w in items:
         try:
-            found = lookup(database, w, tgt, budgets)
+            found = find(w)
         except Exception as err:  # a kernel TVM cannot lower is not in anyone's database
             log.debug("skipped %s: %s", w.op, err)
             continue
         if found is not None:
             out.append(found)
-    log.info("%d of %d kernels found in %s", len(out), len(workloads), work_dir)
+    log.info(
+        "%d of %d kernels found in %s",
+        len(out),
+        len(workloads),
+        "the timed kernels" if isinstance(source, Mapping) else source,
+    )
     return out
 
 
