@@ -383,7 +383,8 @@ def main() -> None:
         "--modules",
         metavar="DIR",
         default=None,
-        help="with --from-device: the folder of modules device_bench.py variants saved (what was tuned)",
+        help="the folder of modules device_bench.py variants saved (what was tuned), harvested instead of "
+        "building the variants again (with --from-device, or a database of them)",
     )
     p.add_argument(
         "--aa-device",
@@ -486,10 +487,10 @@ def main() -> None:
         except FileNotFoundError as err:  # a wrong directory: say so, not a traceback
             raise SystemExit(str(err)) from None
 
-    source = args.from_database or _device_times(args.from_device, "--from-device")
-    aa_source = args.aa_database or _device_times(args.aa_device, "--aa-device")
     if args.from_device and (args.from_database or args.retime or not args.out):
         raise SystemExit("--from-device: give --out, and neither --from-database nor --retime (nothing is rebuilt)")
+    source = args.from_database or _device_times(args.from_device, "--from-device")
+    aa_source = args.aa_database or _device_times(args.aa_device, "--aa-device")
     if source is not None:
         out = Path(args.out or Path(args.from_database) / "cost_model")
         dataset = Path(args.dataset or out / "dataset.csv")
