@@ -1130,7 +1130,22 @@ def test_two_tunings_of_the_same_kernels_give_the_labels_ceiling():
     # the kernels of 10 us or more (by the first tuning) on their own
     assert out["big"]["n"] == 3 and out["big"]["spearman"] == pytest.approx(0.5)
     assert out["big"]["within_20pct"] == pytest.approx(2 / 3)
+    assert out["log_ratios"] == pytest.approx(np.log([1.05, 1.1, 2.5, 1.0]).tolist())
     assert tcm.repeatability(first, again[:2]) is None
+
+
+def test_the_choice_pairs_ceiling_is_how_often_a_second_tuning_keeps_the_order():
+    """``train_cost_model.pair_ceiling``: with no lottery a second tuning keeps every
+    order; a pair 2x apart survives a lottery of at most 1.3x either way, a near tie is
+    decided by it (kept in three draws of four: the two kernels' ratios, +-1.3x with
+    both signs counted, cancel in half of them and go the pair's way in a quarter)."""
+    tcm = load_script("train_cost_model")
+    y = np.array([10.0, 5.0, 10.0, 10.1, 4.0, 8.0])  # NHWC 2x faster, a near tie, NCHW 2x faster
+    pairs = [(0, 1), (2, 3), (4, 5)]
+    assert tcm.pair_ceiling(pairs, y, [0.0]) == {"right": 1.0, "decisive_right": 1.0}
+    out = tcm.pair_ceiling(pairs, y, [np.log(1.3)], draws=4000)
+    assert out["decisive_right"] == 1.0
+    assert out["right"] == pytest.approx((2 + 0.75) / 3, abs=0.02)
 
 
 def test_the_shipped_avx512_model_is_found_for_its_cpu_and_prices_layouts():

@@ -142,6 +142,10 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # scale into the projection weights) changed nothing measurable: TVM fuses the multiply it
 # removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
 # the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
+# conv_matmul in the tuned flow (Zen 5, 32 trials, cold), every 1x1 conv as a matmul: 0.914-1.124x
+# of the pass without it on six models, 0.994x in geometric mean; the matmul form faster for 15 of
+# 49 convs, no shape pattern above the tuning lottery (benchmarks/results/conv-matmul-llvm-znver5-
+# cold-t32.md).
 OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
