@@ -40,7 +40,7 @@ import tvm
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import models, timing, tune
+from tvm_eqsat import harvest, models, timing, tune
 from tvm_eqsat.evaluate import relative_difference
 from tvm_eqsat.forms import rewritten_form
 from tvm_eqsat.measure import kernel_workloads, module_graphs, module_workloads, workload_module
@@ -64,14 +64,14 @@ def as_matmuls(mod: tvm.IRModule) -> tuple[tvm.IRModule, int]:
 
 
 def records_us(mod: tvm.IRModule, target, database) -> list[tuple[str, float | None]]:
-    """Each kernel of ``mod`` as tuning fuses it: its name and best tuned record (us; None if untuned)."""
+    """Each kernel of ``mod`` as tuning fuses it: its name and best tuned record (us; None if
+    untuned or failed, as ``harvest`` reads records)."""
     from tvm.s_tir import meta_schedule as ms
 
     out = []
     for task in ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), target):
-        records = tune.tuned_records(database, task.dispatched[0])
-        us = float(np.median([float(s) for s in records[0].run_secs])) * 1e6 if records else None
-        out.append((task.task_name, us))
+        best = harvest.best_record_us(database, task.dispatched[0])
+        out.append((task.task_name, None if best is None else best[0]))
     return out
 
 
@@ -131,7 +131,7 @@ def measure(name: str, target, work_dir: str, trials: int, cold: bool, repeat: i
         "kernels_us": timing.kernel_times(exes, dev, model.inputs),
     }
     row["speedup"] = row["eqsat_ms"] / row["matmul_ms"]
-    return row, conv_pairs(name, eqsat, tune.tuning_target(target), db)
+    return row, conv_pairs(name, eqsat, target, db)
 
 
 def _numpy(value):

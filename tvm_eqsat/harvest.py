@@ -59,19 +59,29 @@ class Harvested:
     trials: int  # the kernel's tuning budget (the fewest over its tasks; records kept where none was recorded)
 
 
+def best_record_us(database, kernel) -> tuple[float, int] | None:
+    """One kernel's (task module's) best record in ``database``: its median run time in
+    microseconds and how many records it has; None when it was never tuned or its best
+    candidate failed to run."""
+    records = tuned_records(database, kernel)
+    if not records:
+        return None
+    secs = [float(s) for s in records[0].run_secs]
+    if not secs or max(secs) >= INVALID_SECS:
+        return None
+    return float(np.median(secs)) * 1e6, len(records)
+
+
 def lookup(database, w: Workload, target: tvm.target.Target, budgets: dict[str, int] | None = None) -> Harvested | None:
     """``w``'s tuned latency in ``database``, or None when any of its kernels is missing.
     Its trials are the budgets recorded for its kernels (``budgets``, by kernel structure),
     else the records kept (a pruned database keeps one per kernel)."""
 
     def tuned(kernel) -> tuple[float, int] | None:
-        records = tuned_records(database, kernel)
-        if not records:
+        best = best_record_us(database, kernel)
+        if best is None:
             return None
-        secs = [float(s) for s in records[0].run_secs]
-        if not secs or max(secs) >= INVALID_SECS:
-            return None
-        return float(np.median(secs)) * 1e6, (budgets or {}).get(kernel_hash(kernel), len(records))
+        return best[0], (budgets or {}).get(kernel_hash(kernel), best[1])
 
     return _lookup(w, target, tuned)
 
