@@ -26,7 +26,7 @@ from tvm_eqsat.features import NAMES
 from tvm_eqsat.xgb_model import PARAMS, ROUNDS, TUNED_MIN_TRIALS, layout_pairs, load_dataset, sample_features
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a test imports this file
-from train_cost_model import held_out_by_model, metrics, pair_orders, roofline_us  # noqa: E402
+from train_cost_model import Fit, held_out_by_model, metrics, pair_orders, roofline_us  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 LEVELS = 32  # relevance grades of the ranking objective (quantiles of the training latencies)
@@ -59,7 +59,7 @@ def compare(samples, target: str, flow: str, rounds: int = ROUNDS) -> list[dict]
     y = np.array([s.median_us for s in samples])
     predictions = {}
     for objective in ("latency", "residual"):
-        predictions[objective] = held_out_by_model(samples, rounds, objective)[1]
+        predictions[objective] = held_out_by_model(samples, Fit(rounds, objective))[1]
     predictions["rank"] = ranking_scores(samples, rounds)
     predictions["roofline (untrained)"] = roofline_us(samples, target, flow)
     pairs = layout_pairs(samples)

@@ -514,16 +514,15 @@ def _difference(prog: Program, func, inputs: list, ref: list, got: list) -> str 
 
 
 def _exact(func, inputs: list) -> list[np.ndarray]:
-    """``func``'s outputs on ``inputs`` by the reference interpreter (float32 arithmetic)."""
-    from tvm_eqsat.evaluate import Interpreter, flatten
+    """``func``'s outputs on ``inputs`` by the reference interpreter (float64 arithmetic)."""
+    from tvm_eqsat.evaluate import Interpreter, as_exact, flatten
     from tvm_eqsat.graph import graph_from_block
 
     g = graph_from_block(func.body.blocks[0])
     interp = Interpreter()
     params = list(func.params)
     interp.inputs = {
-        k: inputs[next(i for i, p in enumerate(params) if p.same_as(v))].astype(np.float32)
-        for k, v in enumerate(g.inputs)
+        k: as_exact(inputs[next(i for i, p in enumerate(params) if p.same_as(v))]) for k, v in enumerate(g.inputs)
     }
     return [a.astype(np.float64) for v in interp.outputs(g) for a in flatten(v)]
 

@@ -56,11 +56,12 @@ TIE = 0.02  # measured differences within 2% are ties (the benchmark's graph-acc
 
 def held_out_model(directory: Path, model: str, rounds: int, out: Path) -> KernelModel:
     """The booster of the shipped model in ``directory`` trained again without ``model``'s rows
-    (same objective, calibration and features), saved to ``out``."""
+    (same objective and its roofline, tree depth, calibration and features), saved to ``out``."""
     shipped = KernelModel.load(directory)
     samples = [s for s in load_dataset(directory / "dataset.csv") if s.model != model]
     objective = shipped.metadata.get("objective", "latency")
-    booster = train(samples, rounds, objective=objective)
+    depth = {"max_depth": shipped.metadata["max_depth"]} if "max_depth" in shipped.metadata else None
+    booster = train(samples, rounds, depth, objective=objective, baseline=shipped.metadata.get("baseline"))
     metadata = {
         **shipped.metadata,
         "held_out": model,

@@ -29,6 +29,7 @@ import argparse
 import datetime
 import shlex
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +42,11 @@ from tvm_eqsat.xgb_model import (
     DATASET_FIELDS,
     GRID_MODEL,
     OBJECTIVES,
+    PARAMS,
     ROUNDS,
     TUNED_MIN_TRIALS,
     KernelModel,
+    baseline_spec,
     below_budget,
     dataset_row,
     extrapolation,
@@ -52,7 +55,7 @@ from tvm_eqsat.xgb_model import (
     load_dataset,
     load_elementwise,
     measured_table,
-    sample_features,
+    sample_items,
     train,
 )
 
@@ -76,32 +79,62 @@ def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict:
     }
 
 
-def _fit_predict(
-    training, x: np.ndarray, epilogue_us: np.ndarray, rounds: int, objective: str, extrapolate: bool
-) -> np.ndarray:
-    """The whole predicted time of the rows ``x`` (the booster's bare kernel plus its
+@dataclass(frozen=True)
+class Fit:
+    """How a booster is trained: rounds, objective (and a residual's roofline, ``baseline``),
+    whether convolutions extrapolate, and the tree depth (``"auto"``: chosen by ``choose_depth``
+    on the training kernels alone)."""
+
+    rounds: int = ROUNDS
+    objective: str = "latency"
+    extrapolate: bool = True
+    baseline: dict | None = None
+    max_depth: int | str = PARAMS["max_depth"]
+
+
+DEPTHS = (2, 3, 4, 6)  # the tree depths --max-depth auto chooses among
+
+
+def _fit_predict(training, test, fit: Fit) -> np.ndarray:
+    """The whole predicted time of the ``test`` samples (the booster's bare kernel plus its
     calibrated epilogue) from a model trained on ``training`` alone, priced as the pass
     prices them: convolutions beyond the training kernels' FLOPs extrapolated
-    (``xgb_model.extrapolation``) unless ``extrapolate`` is off."""
-    metadata = {"objective": objective, **({"extrapolation": extrapolation(training)} if extrapolate else {})}
-    return KernelModel(train(training, rounds, objective=objective), metadata).predict_us(x) + epilogue_us
+    (``xgb_model.extrapolation``) unless ``fit.extrapolate`` is off."""
+    depth = choose_depth(training, fit)[0] if fit.max_depth == "auto" else fit.max_depth
+    metadata = {
+        "objective": fit.objective,
+        **({"baseline": fit.baseline} if fit.baseline else {}),
+        **({"extrapolation": extrapolation(training)} if fit.extrapolate else {}),
+    }
+    booster = train(training, fit.rounds, {"max_depth": depth}, objective=fit.objective, baseline=fit.baseline)
+    epilogue = np.array([s.epilogue_us for s in test])
+    return KernelModel(booster, metadata).predict_items(sample_items(test)) + epilogue
 
 
-def held_out_by_model(
-    samples, rounds: int, objective: str = "latency", extrapolate: bool = True
-) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
+def choose_depth(samples, fit: Fit) -> tuple[int, dict[int, float]]:
+    """The tree depth of ``DEPTHS`` whose boosters rank the kernels of each of ``samples``'
+    models best (Spearman) when trained on the other models' (held out by model, within
+    ``samples`` only), and each depth's score; the default depth for a single model."""
+    if len({s.model for s in samples}) < 2:
+        return PARAMS["max_depth"], {}
+    scores = {}
+    for depth in DEPTHS:
+        y, pred, _, _ = held_out_by_model(samples, replace(fit, max_depth=depth))
+        scores[depth] = float(spearmanr(y, pred).statistic)
+    return max(scores, key=scores.get), scores
+
+
+def held_out_by_model(samples, fit: Fit) -> tuple[np.ndarray, np.ndarray, list[str], dict]:
     """Predictions for each model's kernels from a model trained without them (the
     booster's bare kernel plus its calibrated epilogue, against the whole measurement)."""
-    x = sample_features(samples)
     y = np.array([s.median_us for s in samples])
     groups = np.array([s.model for s in samples])
-    epilogue = np.array([s.epilogue_us for s in samples])
     pred = np.zeros(len(samples))
     per_model = {}
     for model in sorted(set(groups)):
         test = groups == model
         training = [s for s, t in zip(samples, test) if not t]
-        pred[test] = _fit_predict(training, x[test], epilogue[test], rounds, objective, extrapolate)
+        pred[test] = _fit_predict(training, [s for s, t in zip(samples, test) if t], fit)
         per_model[model] = metrics(y[test], pred[test])
     return y, pred, list(groups), per_model
 
@@ -223,19 +256,15 @@ def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dic
     return out
 
 
-def k_fold(
-    samples, rounds: int, k: int = 5, seed: int = 0, objective: str = "latency", extrapolate: bool = True
-) -> tuple[dict, np.ndarray]:
+def k_fold(samples, fit: Fit, k: int = 5, seed: int = 0) -> tuple[dict, np.ndarray]:
     """Random k-fold over kernels (in-distribution accuracy): metrics and predictions."""
-    x = sample_features(samples)
     y = np.array([s.median_us for s in samples])
-    epilogue = np.array([s.epilogue_us for s in samples])
     fold = np.random.default_rng(seed).permutation(len(samples)) % k
     pred = np.zeros(len(samples))
     for f in range(k):
         test = fold == f
         training = [s for s, t in zip(samples, test) if not t]
-        pred[test] = _fit_predict(training, x[test], epilogue[test], rounds, objective, extrapolate)
+        pred[test] = _fit_predict(training, [s for s, t in zip(samples, test) if t], fit)
     return metrics(y, pred), pred
 
 
@@ -460,6 +489,13 @@ def main() -> None:
         help="what the booster learns: log2 latency, or log2 of latency over the tuned roofline (residual)",
     )
     p.add_argument(
+        "--max-depth",
+        default=str(PARAMS["max_depth"]),
+        help=f"the boosted trees' depth, or auto: the one of {DEPTHS} that ranks each training model's kernels "
+        "best when trained on the others' (held out by model, nested inside the held-out evaluation; "
+        "default: %(default)s)",
+    )
+    p.add_argument(
         "--extrapolate",
         default="flops",
         choices=["flops", "none"],
@@ -540,10 +576,23 @@ def main() -> None:
     flows = _flows(dataset, args.min_trials)
 
     extrapolate = args.extrapolate == "flops"
-    kfold, kfold_pred = k_fold(samples, args.rounds, objective=args.objective, extrapolate=extrapolate)
+    roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
+    simd_bits = _simd_bits(args.target, mcpu)
+    if args.max_depth != "auto" and not args.max_depth.isdigit():
+        raise SystemExit(f"--max-depth {args.max_depth}: a whole number or auto")
+    fit = Fit(
+        args.rounds,
+        args.objective,
+        extrapolate,
+        # a residual corrects the roofline the pass prices this target with (xgb_model.roofline_baseline)
+        baseline_spec(args.target, roofline_flow, simd_bits, mcpu) if args.objective == "residual" else None,
+        args.max_depth if args.max_depth == "auto" else int(args.max_depth),
+    )
+    depth, depth_scores = choose_depth(samples, fit) if fit.max_depth == "auto" else (fit.max_depth, {})
+    kfold, kfold_pred = k_fold(samples, replace(fit, max_depth=depth))
     groups = [s.model for s in samples]
     if len(set(groups)) > 1:
-        y, pred, groups, per_model = held_out_by_model(samples, args.rounds, args.objective, extrapolate)
+        y, pred, groups, per_model = held_out_by_model(samples, fit)
         overall = metrics(y, pred)
         # the grid's kernels belong to no model the pass rewrites, and most of them are near ties
         # on a GPU (launch-bound), so the benchmark models' kernels are also scored alone
@@ -556,8 +605,7 @@ def main() -> None:
         y, pred, per_model, overall = np.array([s.median_us for s in samples]), kfold_pred, {}, None
         without_grid = None
         split = "random 5-fold (one model only)"
-    roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
-    roofline_pred = roofline_us(samples, args.target, roofline_flow, _simd_bits(args.target, mcpu), mcpu)
+    roofline_pred = roofline_us(samples, args.target, roofline_flow, simd_bits, mcpu)
     roofline = metrics(y, roofline_pred)
     pairs = layout_pairs(samples)
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
@@ -568,7 +616,12 @@ def main() -> None:
     unmeasured = unmeasured_predictor(args.unmeasured, judged[0], judged[1])
     base = KernelModel.load(args.finetune_from).booster if args.finetune_from else None
     booster = train(
-        samples, args.rounds if base is None else finetune_rounds(args.rounds), base=base, objective=args.objective
+        samples,
+        args.rounds if base is None else finetune_rounds(args.rounds),
+        {"max_depth": depth},
+        base=base,
+        objective=args.objective,
+        baseline=fit.baseline,
     )
     metadata = {
         "target": args.target,
@@ -587,6 +640,9 @@ def main() -> None:
         "date": datetime.date.today().isoformat(),
         "finetuned_from": args.finetune_from,
         "objective": args.objective,
+        **({"baseline": fit.baseline} if fit.baseline else {}),
+        "max_depth": depth,
+        **({"max_depth_scores": depth_scores} if depth_scores else {}),
         **({"extrapolation": extrapolation(samples)} if extrapolate else {}),
         "min_trials": args.min_trials,
         "held_out_by_model": overall,
@@ -620,9 +676,18 @@ def main() -> None:
         )
         + (f" Fine-tuned from `{args.finetune_from}`." if args.finetune_from else "")
         + (
-            " The booster learns the log of latency over the tuned roofline (`--objective residual`)."
+            " The booster learns the log of latency over the roofline the pass prices this target with "
+            f"({mcpu if args.target == 'llvm' else args.target}, {roofline_flow} flow; `--objective residual`)."
             if args.objective == "residual"
             else ""
+        )
+        + (
+            f" Trees of depth {depth}, chosen by `--max-depth auto` among {', '.join(map(str, DEPTHS))}: the depth "
+            "whose boosters rank each model's kernels best when trained on the others' (Spearman "
+            + ", ".join(f"{d}: {v:.4f}" for d, v in depth_scores.items())
+            + "); the held-out figures below choose it again without the held-out model's kernels."
+            if depth_scores
+            else f" Trees of depth {depth}."
         ),
         "",
     ]

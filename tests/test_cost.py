@@ -50,12 +50,13 @@ def test_feature_vector_describes_the_kernel():
     assert g["depthwise"] == 1 and g["kh"] == 3 and g["log_groups"] == 4
 
 
-@pytest.mark.parametrize("flow", cost.FLOWS)
-def test_shipped_model_never_predicts_a_bigger_kernel_cheaper(flow):
+@pytest.mark.parametrize("flow, mcpu", [(f, "generic") for f in cost.FLOWS] + [("tuned", "znver5")])
+def test_shipped_model_never_predicts_a_bigger_kernel_cheaper(flow, mcpu):
     """Rewrites ask about kernels larger than any measured (merged, enlarged); the
     booster is monotone in the work features, so growing a kernel never lowers its
-    predicted cost.  (Measured kernels answer with their measurement instead.)"""
-    model = cost.make_cost_model("xgb", "llvm", flow)
+    predicted cost.  (Measured kernels answer with their measurement instead.)  Zen 5's
+    model corrects the pass's calibrated roofline, itself monotone within a kind of kernel."""
+    model = cost.make_cost_model("xgb", "llvm", flow, cost.cpu_vector_bits(mcpu), mcpu)
     assert isinstance(model, cost.LearnedCostModel)
     sweeps = [
         [
@@ -70,7 +71,7 @@ def test_shipped_model_never_predicts_a_bigger_kernel_cheaper(flow):
         for c_in, hw in ((4, 7), (64, 14), (256, 28))
     ] + [[_matmul(m, k, n) for n in (64, 128, 256, 512, 1024, 2048, 4096)] for m, k in ((1, 64), (8, 512), (128, 768))]
     for sweep in sweeps:
-        costs = list(model.kernels.predict_us(features.featurize(sweep)))
+        costs = list(model.kernels.predict_items(sweep))
         assert costs == sorted(costs), (sweep[0], costs)
 
 
@@ -140,6 +141,57 @@ def test_residual_model_learns_a_correction_to_the_roofline(tmp_path):
     np.testing.assert_allclose(loaded.predict_us(x), slow[100:], rtol=0.1)
     with pytest.raises(ValueError, match="objective"):
         train(samples, rounds=2, objective="rank")
+
+
+def test_residual_model_over_the_pass_roofline_prices_what_the_pass_asks(tmp_path):
+    """A residual model whose metadata names the pass's own roofline (Zen 5's calibration,
+    one peak per kind of kernel) as its ``baseline``: trained where dense convs and depthwise
+    convs both run at 2.5x that roofline, it prices unseen ones so (the plain baseline of
+    ``roofline_from_features`` has one peak, so the two kinds' corrections would differ); the
+    pass's ``LearnedCostModel`` asks it through ``predict_items``; feature rows alone are refused
+    (they cannot give that roofline)."""
+    from tvm_eqsat.xgb_model import baseline_spec, roofline_baseline
+
+    spec = baseline_spec("llvm", "tuned", 512, "znver5")
+    items = [
+        _conv(c, c if dw else k, c if dw else 1, size)
+        for c in (8, 16, 32, 64, 128)
+        for k in (16, 64)
+        for size in (7, 14, 28, 56)
+        for dw in (False, True)
+    ]
+    slow = 2.5 * roofline_baseline(items, spec)
+    samples = [
+        Sample("m", "model", Workload(op, attrs, ins), out, float(us), 0.0)
+        for (op, attrs, ins, out), us in zip(items, slow)
+    ]
+    test = np.arange(len(items)) % 4 == 0
+    train_on = [s for s, t in zip(samples, test) if not t]
+    metadata = {"objective": "residual", "baseline": spec, "features": list(features.NAMES), "target": "llvm"}
+    KernelModel(train(train_on, rounds=200, objective="residual", baseline=spec), metadata).save(tmp_path)
+    loaded = KernelModel.load(tmp_path)
+    unseen = [it for it, t in zip(items, test) if t]
+    np.testing.assert_allclose(loaded.predict_items(unseen), slow[test], rtol=0.1)
+    with pytest.raises(ValueError, match="predict_items"):
+        loaded.predict_us(features.featurize(unseen))
+    priced = cost.LearnedCostModel(loaded, "llvm", "tuned", 512, "znver5")
+    op, attrs, ins, out = unseen[0]
+    assert priced.node_cost(op, attrs, ins, out, False) == pytest.approx(cost.EPSILON_US + slow[test][0], rel=0.1)
+
+
+def test_choose_depth_takes_the_depth_that_ranks_held_out_models_best():
+    """``train_cost_model.choose_depth`` scores every depth of ``DEPTHS`` held out by model,
+    within the samples it is given, and returns the best; with one model, the default."""
+    tcm = load_script("train_cost_model")
+    samples = _synthetic_samples(np.random.default_rng(5))
+    fit = tcm.Fit(rounds=20, max_depth="auto")
+    depth, scores = tcm.choose_depth(samples, fit)
+    assert set(scores) == set(tcm.DEPTHS) and depth == max(scores, key=scores.get)
+    assert all(0.5 < v <= 1.0 for v in scores.values()), scores
+    one = [s for s in samples if s.model == "model0"]
+    assert tcm.choose_depth(one, fit) == (tcm.PARAMS["max_depth"], {})
+    y, pred, _, _ = tcm.held_out_by_model(samples, fit)  # nested: each fold chooses its own depth
+    assert pred.shape == y.shape and np.all(pred > 0)
 
 
 def test_residual_model_stays_monotone_where_its_data_says_otherwise():

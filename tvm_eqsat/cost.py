@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import ops
-from .features import KERNEL_OPS, featurize, flops, nbytes
+from .features import KERNEL_OPS, flops, nbytes
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
 from .paths import data_dir
 
@@ -329,7 +329,7 @@ class LearnedCostModel:
             r = self.fallback
             self._memo.update({k: self.roofline_scale * r.node_cost(*item, False) for k, item in todo.items()})
         elif todo:
-            costs = self.kernels.predict_us(featurize(list(todo.values())))
+            costs = self.kernels.predict_items(list(todo.values()))
             self._memo.update(zip(todo, (float(c) for c in costs)))
 
     @property
