@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import shlex
 import sys
 import warnings
@@ -99,9 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name}: A {row['a']['ms']:.4g} ms, B {row['b']['ms']:.4g} ms, B over A {row['b_over_a']:.3f}x", flush=True
         )
-        stem = Path(args.out)
-        stem.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-        stem.with_suffix(".md").write_text(markdown(doc))
+        provenance.write_results(Path(args.out), doc, markdown)
     return 0
 
 

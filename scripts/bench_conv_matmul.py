@@ -40,7 +40,7 @@ import tvm
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import harvest, models, timing, tune
+from tvm_eqsat import harvest, models, provenance, timing, tune
 from tvm_eqsat.evaluate import relative_difference
 from tvm_eqsat.forms import rewritten_form
 from tvm_eqsat.measure import kernel_workloads, module_graphs, module_workloads, workload_module
@@ -230,9 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "pairs": pairs,
     }
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(markdown(data))
+    provenance.write_results(stem, data, markdown)
     print(f"written {stem}.json and .md")
     return 0
 

@@ -323,8 +323,7 @@ def main() -> None:
         )
         print(json.dumps(row), flush=True)
         data["rows"].append(row)
-        out.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-        out.with_suffix(".md").write_text(markdown(data))
+        provenance.write_results(out, data, markdown)
 
 
 if __name__ == "__main__":

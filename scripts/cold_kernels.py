@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shlex
 import sys
@@ -32,7 +31,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 import tvm_eqsat
-from tvm_eqsat import models, tune
+from tvm_eqsat import models, provenance, tune
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import machine_info, make_target, make_variant  # noqa: E402
@@ -147,9 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         "kernels": kernels,
     }
     stem = Path(args.out_dir) / f"cold-kernels-{name}-{result['model']}"
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(markdown(result))
+    provenance.write_results(stem, result, markdown)
     print(f"written {stem}.json and .md")
     return 0
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import shlex
 import subprocess
 import sys
@@ -311,8 +310,7 @@ def main() -> None:
         "provenance": provenance.record(),
     }
     stem = ROOT / (args.out or Path(args.new) / "FEW_SHOT")
-    stem.with_suffix(".json").write_text(json.dumps(provenance.plain(report), indent=1) + "\n")
-    stem.with_suffix(".md").write_text(markdown(report))
+    provenance.write_results(stem, report, markdown)
     print(markdown(report))
 
 

@@ -138,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "commit": state.get("commit", "?"),
     }
     stem = Path(args.out) if args.out else RESULTS / f"held-out-{Path(args.layers).stem}"
-    stem.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(markdown(doc))
+    provenance.write_results(stem, doc, markdown)
     print(f"wrote {stem}.md")
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import subprocess
@@ -105,3 +106,12 @@ def plain(value):
         return [plain(v) for v in value]
     except TypeError:
         return str(value)
+
+
+def write_results(stem, doc, markdown) -> None:
+    """A result's JSON sidecar (``stem``.json, ``doc`` as ``plain`` values) and its page
+    (``stem``.md, ``markdown(doc)``) side by side, the folder made if need be."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_suffix(".json").write_text(json.dumps(plain(doc), indent=1) + "\n")
+    stem.with_suffix(".md").write_text(markdown(doc))
