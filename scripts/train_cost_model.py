@@ -522,6 +522,8 @@ def main() -> None:
         help="the machine the dataset was timed on, for the report (default: this one; say it for a device's data)",
     )
     args = p.parse_args()
+    if args.max_depth != "auto" and not args.max_depth.isdigit():  # before a harvest of minutes
+        raise SystemExit(f"--max-depth {args.max_depth}: a whole number or auto")
     mcpu = _mcpu(args)
     name = target_name(args.target, mcpu)
 
@@ -578,8 +580,6 @@ def main() -> None:
     extrapolate = args.extrapolate == "flops"
     roofline_flow = "default" if all(f == "default" for f in flows) else "tuned"
     simd_bits = _simd_bits(args.target, mcpu)
-    if args.max_depth != "auto" and not args.max_depth.isdigit():
-        raise SystemExit(f"--max-depth {args.max_depth}: a whole number or auto")
     fit = Fit(
         args.rounds,
         args.objective,

@@ -247,7 +247,9 @@ RESIDUAL_MACHINE = ("llvm", "tuned")
 
 
 def baseline_spec(target: str, flow: str, simd_bits: int, mcpu: str = "generic") -> dict:
-    """The roofline a residual model learns over, as its metadata's ``baseline`` names it."""
+    """The roofline a residual model learns over, as its metadata's ``baseline`` names it.
+    The model corrects that roofline as ``cost.py`` calibrated it when it was trained: retrain
+    it after changing the calibration of its CPU."""
     return {"target": target, "flow": flow, "simd_bits": int(simd_bits), "mcpu": mcpu}
 
 
