@@ -46,7 +46,14 @@ from tvm_eqsat.forms import rewritten_form
 from tvm_eqsat.measure import kernel_workloads, module_graphs, module_workloads, workload_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import MS_LOG_LEVEL, POPULATION, machine_info, make_target, make_variant  # noqa: E402
+from benchmark import (  # noqa: E402
+    MS_LOG_LEVEL,
+    POPULATION,
+    default_work_dir,
+    machine_info,
+    make_target,
+    make_variant,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RULE = "conv2d-1x1-nchw-matmul"
@@ -205,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     target = make_target("llvm", "", mcpu)
     name = tune.target_name("llvm", mcpu, args.cold_cache)
     work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/conv-matmul-{name}")
-    benchmark_db = Path(os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{name}"))
+    benchmark_db = Path(default_work_dir(name))
     if args.work_dir is None and not tune.has_database(work) and tune.has_database(benchmark_db):
         shutil.copytree(benchmark_db, work)
     stem = Path(args.out_dir) / f"conv-matmul-{name}-t{args.trials}"

@@ -328,6 +328,12 @@ def target_name(args) -> str:
     return tune.target_name(args.target, args.mcpu, args.cold_cache)
 
 
+def default_work_dir(name: str) -> str:
+    """The MetaSchedule database the benchmark tunes target ``name`` (``tune.target_name``) into
+    when no ``--work-dir`` is given; the scripts that build with its kernels read it there."""
+    return os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{name}")
+
+
 def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: str, dry_run: bool = False):
     """Tune ``v.mod``'s kernels into the variant's database (``stock-aa``: its own, another seed)."""
     # MetaSchedule gives its console handler the level its logger has when tuning starts,
@@ -1026,7 +1032,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.variants = ["stock", *(v for v in VARIANTS if v in args.variants and v != "stock")]
     if args.quick and args.work_dir is None:  # what it tunes (a kernel the committed databases lack) stays its own
         args.work_dir = str(QUICK_DIR / f"ms-{target_name(args)}")
-    args.work_dir = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target_name(args)}")
+    args.work_dir = args.work_dir or default_work_dir(target_name(args))
     if args.tune_only and args.flow != "tuned":
         p.error("--tune-only needs --flow tuned")
     if args.cold_cache and (args.flow != "tuned" or args.target != "llvm"):

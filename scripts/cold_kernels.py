@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import shlex
 import sys
 import warnings
@@ -34,7 +33,7 @@ import tvm_eqsat
 from tvm_eqsat import models, provenance, tune
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import machine_info, make_target, make_variant  # noqa: E402
+from benchmark import default_work_dir, machine_info, make_target, make_variant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FLUSH = "cache_flush_cpu_non_first_arg"  # what COLD_EVALUATOR's time_evaluator runs before each repeat
@@ -119,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     target = make_target("llvm", "", mcpu)
     databases = {}
     for kind, cold in (("warm", False), ("cold", True)):
-        work = Path(os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{tune.target_name('llvm', mcpu, cold)}"))
+        work = Path(default_work_dir(tune.target_name("llvm", mcpu, cold)))
         if tune.has_database(work):
             databases[kind] = tune.open_database(work)
     if not databases:

@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
     benchmark.COLD_CACHE = args.cold_cache
     name = tune.target_name("llvm", args.mcpu, args.cold_cache)
-    work = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"ms-{name}")
+    work = args.work_dir or benchmark.default_work_dir(name)
     target = benchmark.make_target("llvm", "", args.mcpu)
     model = (models.SMALL if args.small else models.MODELS)[args.model]()
     with tempfile.TemporaryDirectory() as folder:

@@ -55,6 +55,7 @@ from tvm_eqsat.xgb_model import (
     load_dataset,
     load_elementwise,
     measured_table,
+    roofline_baseline,
     sample_items,
     train,
 )
@@ -142,12 +143,7 @@ def held_out_by_model(samples, fit: Fit) -> tuple[np.ndarray, np.ndarray, list[s
 def roofline_us(samples, target: str, flow: str = "tuned", simd_bits: int = 128, mcpu: str = "generic") -> np.ndarray:
     """The analytic model's costs for the same kernels (its baseline ranking), with the
     compute peak of the code's vector width and CPU, as the pass prices them."""
-    from tvm_eqsat.cost import RooflineCostModel
-
-    model = RooflineCostModel(target, flow, simd_bits, mcpu)
-    return np.array(
-        [model.node_cost(s.workload.op, s.workload.attrs, s.workload.inputs, s.out_ty, False) for s in samples]
-    )
+    return roofline_baseline(sample_items(samples), baseline_spec(target, flow, simd_bits, mcpu))
 
 
 BIG_US = 10.0  # kernels at least this long: where most of a model's time is, and where 64 trials leave most to chance
