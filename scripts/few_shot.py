@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import shlex
 import subprocess
 import sys
@@ -51,7 +52,9 @@ from tvm_eqsat.xgb_model import (
     layout_pairs,
     load_dataset,
     load_elementwise,
+    roofline_baseline,
     sample_features,
+    sample_items,
     train,
 )
 
@@ -67,22 +70,37 @@ OBJECTIVE_WORDS = {"latency": "the log of latency", "residual": "the log of late
 TARGET_SPEARMAN, TARGET_WITHIN_20 = 0.95, 0.80
 
 
-def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None, objective: str = "latency") -> dict:
+def curve(
+    old,
+    new,
+    ks=KS,
+    seeds=SEEDS,
+    rounds: int = ROUNDS,
+    progress=None,
+    objective: str = "latency",
+    baselines: tuple[dict | None, dict | None] = (None, None),
+) -> dict:
     """Predictions of each method for every kernel of ``new`` (its model held out), per k
     and draw, and the ceiling's: ``{"all": array, (method, k, seed): array}``.
 
     A fine-tuned booster gets ``finetune_rounds(rounds)`` more, as ``train_cost_model.py
     --finetune-from`` gives it; ``scratch`` needs 2 kernels.  ``objective``: what every
     booster learns (``train_cost_model.py --objective``; the tuned-flow models learn the
-    roofline's correction)."""
+    roofline's correction).  ``baselines``: the roofline each machine's residual boosters
+    learn over (its model's metadata ``baseline``; None: the plain one); a booster from the
+    old machine corrects the new machine's roofline when it predicts there."""
+    old_spec, new_spec = baselines
 
-    def fit(samples, n, base=None):
-        return train(samples, n, base=base, objective=objective)
-
-    def predict(booster, features):
-        return KernelModel(booster, {"objective": objective}).predict_us(features)
+    def fit(samples, n, base=None, spec=new_spec):
+        return train(samples, n, base=base, objective=objective, baseline=spec)
 
     x = sample_features(new)
+    new_roofline = roofline_baseline(sample_items(new), new_spec) if objective == "residual" and new_spec else None
+
+    def predict(booster, features, rows=slice(None)):
+        model = KernelModel(booster, {"objective": objective})
+        return model.predict_us(features, None if new_roofline is None else new_roofline[rows])
+
     epilogue = np.array([s.epilogue_us for s in new])
     kernel = np.array([s.kernel_us for s in new])
     groups = np.array([s.model for s in new])
@@ -92,9 +110,9 @@ def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None, obj
     for g in sorted(set(groups)):
         test = groups == g
         unseen = {s.workload.key() for s, t in zip(new, test) if t}
-        base = fit([s for s in old if s.model != g and s.workload.key() not in unseen], rounds)
+        base = fit([s for s in old if s.model != g and s.workload.key() not in unseen], rounds, spec=old_spec)
         base_kernel = predict(base, x)
-        preds["all"][test] = predict(fit([s for s, t in zip(new, test) if not t], rounds), x[test])
+        preds["all"][test] = predict(fit([s for s, t in zip(new, test) if not t], rounds), x[test], test)
         for seed in seeds:
             order = np.random.default_rng(seed).permutation(np.flatnonzero(~test))
             for k in ks:
@@ -104,10 +122,10 @@ def curve(old, new, ks=KS, seeds=SEEDS, rounds: int = ROUNDS, progress=None, obj
                     continue
                 picked = [new[i] for i in pick]
                 fine = fit(picked, finetune_rounds(rounds), base=base)
-                preds[("fine-tuned", k, seed)][test] = predict(fine, x[test])
+                preds[("fine-tuned", k, seed)][test] = predict(fine, x[test], test)
                 preds[("rescaled", k, seed)][test] = base_kernel[test] * np.median(kernel[pick] / base_kernel[pick])
                 if k >= 2:
-                    preds[("scratch", k, seed)][test] = predict(fit(picked, rounds), x[test])
+                    preds[("scratch", k, seed)][test] = predict(fit(picked, rounds), x[test], test)
         if progress:
             progress(g)
     return {key: p + epilogue for key, p in preds.items()}
@@ -173,6 +191,24 @@ def _git_show(rev: str, path: Path, out: Path) -> Path:
     return out
 
 
+def _baseline(model_dir: Path) -> dict | None:
+    """The roofline a model directory's residual booster learns over (None: the plain one)."""
+    meta = model_dir / "metadata.json"
+    return json.loads(meta.read_text()).get("baseline") if meta.exists() else None
+
+
+def _baseline_words(report: dict) -> str:
+    """Which rooflines the residual boosters learned over, for the report."""
+    if report["objective"] != "residual":
+        return ""
+
+    def words(spec):
+        return "the plain one" if not spec else f"the pass's roofline for `{spec.get('mcpu', 'generic')}` code"
+
+    old, new = report.get("baselines", {}).get("old"), report.get("baselines", {}).get("new")
+    return f" (on the old machine over {words(old)}, on the new one over {words(new)})"
+
+
 def _pct(v) -> str:
     return f"{v * 100:.0f}%"
 
@@ -194,7 +230,7 @@ def markdown(report: dict) -> str:
         "per k (figures: the median over draws, the range in brackets). `old` is the old machine's booster as it is; `fine-tuned` continues the old-machine "
         "booster on them (`train_cost_model.py --finetune-from`), `rescaled` multiplies it by one factor, "
         "`scratch` trains on them alone. "
-        f"Every booster learns {OBJECTIVE_WORDS[report['objective']]}; tuned-flow kernels tuned with "
+        f"Every booster learns {OBJECTIVE_WORDS[report['objective']]}{_baseline_words(report)}; tuned-flow kernels tuned with "
         f"fewer than {report['min_trials']} trials are left out on both machines. Layout pairs: the NCHW/NHWC pairs of one conv, ordered right "
         f"({report['pairs']} pairs; always answering NCHW is right in {_pct(report['nchw_right'])}).",
         "",
@@ -259,8 +295,13 @@ def main() -> None:
             old_dir = Path(tmp)
             for name in ("dataset.csv", "elementwise.json"):
                 _git_show(args.old_rev, Path(args.new) / name, old_dir / name)
+            try:
+                _git_show(args.old_rev, Path(args.new) / "metadata.json", old_dir / "metadata.json")
+            except subprocess.CalledProcessError:
+                pass  # no metadata then: a plain baseline
         else:
             old_dir = Path(args.old)
+        old_baseline = _baseline(old_dir)
         old = load_dataset(
             old_dir / "dataset.csv",
             per_element_ns=load_elementwise(old_dir).get("ns_per_element", {}),
@@ -282,6 +323,7 @@ def main() -> None:
         args.rounds,
         progress=lambda g: print(f"held out {g}", flush=True),
         objective=args.objective,
+        baselines=(old_baseline, _baseline(new_dir)),
     )
     scores = score(new, predictions)
     rows = summary(scores, args.ks, args.seeds)
@@ -301,6 +343,7 @@ def main() -> None:
         "machines_spearman": float(spearmanr(*zip(*shared)).statistic),
         "seeds": list(args.seeds),
         "objective": args.objective,
+        "baselines": {"old": old_baseline, "new": _baseline(new_dir)},
         "min_trials": args.min_trials,
         "pairs": len(pairs),
         "nchw_right": float(np.mean([y[i] < y[j] for i, j in pairs])) if pairs else float("nan"),

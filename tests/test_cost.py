@@ -614,29 +614,34 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
         assert ends[0] < m.peak_gflops < ends[1]
 
 
-def test_each_measured_avx512_cpu_is_priced_as_measured_and_others_as_the_xeon():
-    """``_MEASURED_512`` holds each CPU's own files (peak-llvm-<cpu>.json: compute peaks,
+def test_each_measured_cpu_is_priced_as_measured_and_others_as_the_xeon_or_between():
+    """``_MEASURED`` holds each CPU's own files (peak-llvm-<cpu>.json: compute peaks,
     matmul the geometric mean of the two matmuls; bandwidth-llvm-<cpu>.json: memory tiers
-    that fit its GEMVs).  The Zen 5's dense conv computes faster than the Xeon's, so the
-    same conv is priced cheaper there; a CPU measured nowhere keeps the Xeon's machine, and
-    generic code ignores the CPU."""
+    that fit its GEMVs), at the vector width it was measured at.  The Zen 5's dense conv
+    computes faster than the Xeon's, so the same conv is priced cheaper there; an AVX-512
+    CPU measured nowhere keeps the Xeon's machine, an AVX2 one the geometric mean of the
+    generic machine and the Xeon's, and generic code ignores the CPU."""
     import json
     from pathlib import Path
 
     results = Path(__file__).resolve().parent.parent / "benchmarks/results"
-    for mcpu in ("emeraldrapids", "znver5"):
+    assert {"emeraldrapids", "znver5", "znver3"} <= set(cost._MEASURED)
+    for mcpu, (bits, _, _) in cost._MEASURED.items():
         measured = json.loads((results / f"peak-llvm-{mcpu}.json").read_text())
         rate = {r["case"]: r["gflop_per_s"] for r in measured["rows"] if r["mcpu"] == mcpu}
+        assert {r["vector_bits"] for r in measured["rows"] if r["mcpu"] == mcpu} == {bits}
         wanted = {
             "matmul": np.sqrt(rate["matmul"] * rate["batch-matmul"]), "conv": rate["conv"],
             "depthwise": rate["depthwise"],
         }  # fmt: skip
-        machines = cost._tuned_llvm_machines(512, mcpu)
+        machines = cost._tuned_llvm_machines(bits, mcpu)
         assert {c: m.peak_gflops for c, m in machines.items()} == pytest.approx(wanted, rel=0.02)
         rows = json.loads((results / f"bandwidth-llvm-{mcpu}.json").read_text())["rows"]
         _assert_tiers_fit_gemvs(machines["matmul"], rows)
     assert cost._tuned_llvm_machines(512, "skylake-avx512") == cost._tuned_llvm_machines(512, "emeraldrapids")
     assert cost._tuned_llvm_machines(128, "znver5") == cost._tuned_llvm_machines(128)
+    assert cost._tuned_llvm_machines(256, "haswell") == cost._tuned_llvm_machines(256)  # interpolated
+    assert cost._tuned_llvm_machines(256, "znver3") != cost._tuned_llvm_machines(256)
     conv = _conv(64, 64, 1)
     zen, xeon = (cost.make_cost_model("roofline", "llvm", "tuned", 512, m) for m in ("znver5", "emeraldrapids"))
     assert zen.node_cost(*conv, False) < xeon.node_cost(*conv, False) / 1.3
@@ -1078,6 +1083,27 @@ def test_few_shot_residual_boosters_extrapolate_to_a_larger_model():
     }
     assert err["residual"].max() < 0.2, err["residual"]
     assert err["latency"].max() > 0.5, err["latency"]
+
+
+def test_few_shot_residual_boosters_learn_over_each_machines_own_roofline():
+    """With ``baselines`` (each model directory's metadata ``baseline``), the boosters learn
+    their correction over the pass's roofline for that machine and predict over the new
+    machine's: where every kernel takes 2.5x that roofline (Zen 5's, one peak per kind of
+    kernel), the old booster, the fine-tuned one and the ceiling all land within 5%."""
+    from tvm_eqsat.xgb_model import baseline_spec, roofline_baseline, sample_items
+
+    fs = load_script("few_shot")
+    spec = baseline_spec("llvm", "tuned", 512, "znver5")
+    samples = []
+    for i, size in enumerate([16, 24, 32, 48, 64, 96, 128, 192] * 3):
+        op, attrs, ins, ty = _matmul(size, size + 8 * (i % 3), size)
+        samples.append(Sample(f"model{i % 3}", "model", Workload(op, attrs, ins), ty, 1.0, 0))
+    roof = roofline_baseline(sample_items(samples), spec)
+    new = [dataclasses.replace(s, median_us=2.5 * float(r)) for s, r in zip(samples, roof)]
+    y = np.array([s.median_us for s in new])
+    preds = fs.curve(new, new, ks=(0, 10), seeds=(0,), rounds=60, objective="residual", baselines=(spec, spec))
+    for key in ("all", ("old", 0, 0), ("fine-tuned", 10, 0)):
+        assert np.abs(preds[key] / y - 1).max() < 0.05, key
 
 
 def test_ranking_objective_orders_held_out_kernels():

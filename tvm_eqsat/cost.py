@@ -114,8 +114,8 @@ MACHINES = {  # (target kind, build flow) -> machine
 # compute and 1.1-2x too slow in memory.  So it kept ResNet-50's 512-channel 7x7 convs
 # direct (priced 843 us, timed 2,168) against a Winograd form timed 1.71x faster, whose
 # transformed weights it over-priced (layers-winograd-llvm-emeraldrapids-tuned-t32-f4-cm.md).
-# Calibrated, it orders all 7 timed layers of that file right (6 before).  AVX2 (not
-# measured): the geometric mean of the two machines.
+# Calibrated, it orders all 7 timed layers of that file right (6 before).  AVX2 CPUs not
+# measured (below, Zen 3 is): the geometric mean of the two machines.
 #
 # AVX-512 CPUs differ more than one machine can stand for.  A 2-core AMD EPYC VM (znver5,
 # Zen 5), measured the same way (peak-llvm-znver5.json, bandwidth-llvm-znver5.json,
@@ -126,6 +126,15 @@ MACHINES = {  # (target kind, build flow) -> machine
 # records, 32 trials), the Zen 5 machine prices convs at 1.05x their time at the median, the
 # Xeon's at 1.82x (Spearman 0.923 and 0.918).  A CPU measured here is priced as itself; any
 # other AVX-512 CPU as the Xeon, the first one measured.
+#
+# AVX2.  A 2-core AMD EPYC VM (znver3, Zen 3), measured the same way (peak-llvm-znver3.json,
+# bandwidth-llvm-znver3.json, 2026-11-29, nothing else running): 512^3 matmul 68.0, batched
+# matmul 49.8, 3x3 conv 40.2, depthwise 31.6 GFLOP/s; GEMVs of 0.5-8 MB streamed at 24-73 GB/s
+# (median 59.7), 15.8 at 32 MB.  The geometric mean of the generic machine and the Xeon, which
+# had priced every AVX2 CPU, would have priced this one's compute 2.4x (matmuls), 2.8x (dense
+# convs) and 1.7x (depthwise) too fast and its memory 1.3x (cache) and 2.3x (DRAM) too fast: a depthwise conv computes at 79%
+# of a dense conv's rate here, where the mean said 48%.  Zen 3 is priced as itself; other
+# AVX2 CPUs keep the mean.
 #
 # Transposes.  The memory tiers price a transpose as a copy; one that moves the innermost axis
 # (``gathers``) builds each output vector from elements a stride apart, and ran 3-5x slower
@@ -153,14 +162,21 @@ MACHINES = {  # (target kind, build flow) -> machine
 # stock+tvm's folds and ran 1.219x faster (llvm-znver5-cold-tuned-t32.md).
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
-_MEASURED_512 = {  # mcpu -> (GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
+_MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
     "emeraldrapids": (
+        512,
         {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3},
         {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2},
     ),
     "znver5": (
+        512,
         {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
         {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87},
+    ),
+    "znver3": (
+        256,
+        {"matmul": 58.2, "conv": 40.2, "depthwise": 31.6},
+        {"bandwidth_gbs": 15.8, "cache_gbs": 59.7},
     ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
@@ -168,15 +184,18 @@ _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
 
 def _tuned_llvm_machines(simd_bits: int, mcpu: str = "generic") -> dict[str, Machine] | None:
     """{compute class: machine} of the llvm tuned flow at a vector width (None where not
-    measured): generic code on the generic machine with its class shares; AVX-512 the CPU's
-    own measurements (``_MEASURED_512``, the Xeon's for a CPU not measured); AVX2 the
-    geometric mean of the generic and the Xeon's."""
+    measured): generic code on the generic machine with its class shares; a CPU measured at
+    that width its own measurements (``_MEASURED``); another AVX-512 CPU the Xeon's; another
+    AVX2 CPU the geometric mean of the generic machine and the Xeon's."""
     generic = MACHINES[("llvm", "tuned")]
     narrow = {c: dataclasses.replace(generic, peak_gflops=generic.peak_gflops * f) for c, f in _SHARE_128.items()}
-    peaks, memory = _MEASURED_512[mcpu if simd_bits == 512 and mcpu in _MEASURED_512 else _DEFAULT_512]
-    wide = {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
     if simd_bits == 128:
         return narrow
+    if mcpu in _MEASURED and _MEASURED[mcpu][0] == simd_bits:
+        _, peaks, memory = _MEASURED[mcpu]
+        return {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
+    _, peaks, memory = _MEASURED[_DEFAULT_512]
+    wide = {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
     if simd_bits == 512:
         return wide
     if simd_bits == 256:
