@@ -45,6 +45,7 @@ import numpy as np
 from tvm_eqsat import provenance
 from tvm_eqsat.xgb_model import (
     OBJECTIVES,
+    PARAMS,
     ROUNDS,
     TUNED_MIN_TRIALS,
     KernelModel,
@@ -78,7 +79,7 @@ def curve(
     rounds: int = ROUNDS,
     progress=None,
     objective: str = "latency",
-    baselines: tuple[dict | None, dict | None] = (None, None),
+    settings: tuple[dict, dict] = ({}, {}),
 ) -> dict:
     """Predictions of each method for every kernel of ``new`` (its model held out), per k
     and draw, and the ceiling's: ``{"all": array, (method, k, seed): array}``.
@@ -86,13 +87,17 @@ def curve(
     A fine-tuned booster gets ``finetune_rounds(rounds)`` more, as ``train_cost_model.py
     --finetune-from`` gives it; ``scratch`` needs 2 kernels.  ``objective``: what every
     booster learns (``train_cost_model.py --objective``; the tuned-flow models learn the
-    roofline's correction).  ``baselines``: the roofline each machine's residual boosters
-    learn over (its model's metadata ``baseline``; None: the plain one); a booster from the
-    old machine corrects the new machine's roofline when it predicts there."""
-    old_spec, new_spec = baselines
+    roofline's correction).  ``settings``: how each machine's model was trained (``_settings``
+    of its metadata): the roofline its residual boosters learn over (``baseline``; absent: the
+    plain one) and their ``max_depth``; a booster from the old machine corrects the new
+    machine's roofline when it predicts there, and boosting on new kernels goes on with the
+    new machine's settings."""
+    old_set, new_set = settings
+    new_spec = new_set.get("baseline")
 
-    def fit(samples, n, base=None, spec=new_spec):
-        return train(samples, n, base=base, objective=objective, baseline=spec)
+    def fit(samples, n, base=None, machine=new_set):
+        params = {"max_depth": machine["max_depth"]} if "max_depth" in machine else None
+        return train(samples, n, params, base=base, objective=objective, baseline=machine.get("baseline"))
 
     x = sample_features(new)
     new_roofline = roofline_baseline(sample_items(new), new_spec) if objective == "residual" and new_spec else None
@@ -107,10 +112,12 @@ def curve(
     preds: dict = {"all": np.zeros(len(new))}
     for key in [("old", 0, seed) if k == 0 else (m, k, seed) for k in ks for seed in seeds for m in METHODS]:
         preds[key] = np.full(len(new), np.nan)
+    if new_roofline is not None:  # what the pass prices the new machine with before learning anything
+        preds.update({("roofline", 0, seed): new_roofline.copy() for seed in seeds})
     for g in sorted(set(groups)):
         test = groups == g
         unseen = {s.workload.key() for s, t in zip(new, test) if t}
-        base = fit([s for s in old if s.model != g and s.workload.key() not in unseen], rounds, spec=old_spec)
+        base = fit([s for s in old if s.model != g and s.workload.key() not in unseen], rounds, machine=old_set)
         base_kernel = predict(base, x)
         preds["all"][test] = predict(fit([s for s, t in zip(new, test) if not t], rounds), x[test], test)
         for seed in seeds:
@@ -148,11 +155,12 @@ def score(new, predictions: dict) -> dict:
 
 
 def summary(scores: dict, ks, seeds) -> list[dict]:
-    """One row per (method, k), the old-machine booster first (k = 0): the median over draws
+    """One row per (method, k), the new machine's roofline and the old-machine booster first
+    (k = 0): the median over draws
     of each figure, and its range."""
     rows = []
-    for method in ("old", *METHODS):
-        for k in [0] if method == "old" else ks:
+    for method in ("roofline", "old", *METHODS):
+        for k in [0] if method in ("roofline", "old") else ks:
             draws = [scores[(method, k, s)] for s in seeds if (method, k, s) in scores]
             if not draws:
                 continue
@@ -191,22 +199,25 @@ def _git_show(rev: str, path: Path, out: Path) -> Path:
     return out
 
 
-def _baseline(model_dir: Path) -> dict | None:
-    """The roofline a model directory's residual booster learns over (None: the plain one)."""
+def _settings(model_dir: Path) -> dict:
+    """How a model directory's booster was trained, as ``curve`` repeats it: the roofline its
+    residual learns over (``baseline``) and its trees' ``max_depth``, where its metadata names them."""
     meta = model_dir / "metadata.json"
-    return json.loads(meta.read_text()).get("baseline") if meta.exists() else None
+    meta = json.loads(meta.read_text()) if meta.exists() else {}
+    return {k: meta[k] for k in ("baseline", "max_depth") if meta.get(k) is not None}
 
 
-def _baseline_words(report: dict) -> str:
-    """Which rooflines the residual boosters learned over, for the report."""
-    if report["objective"] != "residual":
-        return ""
+def _settings_words(report: dict) -> str:
+    """How each machine's boosters were trained, for the report."""
 
-    def words(spec):
-        return "the plain one" if not spec else f"the pass's roofline for `{spec.get('mcpu', 'generic')}` code"
+    def words(machine: dict) -> str:
+        spec = machine.get("baseline")
+        over = f"over the pass's roofline for `{spec.get('mcpu', 'generic')}` code" if spec else "over the plain one"
+        depth = f"trees of depth {machine.get('max_depth', PARAMS['max_depth'])}"
+        return f"{over}, {depth}" if report["objective"] == "residual" else depth
 
-    old, new = report.get("baselines", {}).get("old"), report.get("baselines", {}).get("new")
-    return f" (on the old machine over {words(old)}, on the new one over {words(new)})"
+    settings = report.get("settings", {})
+    return f" (on the old machine {words(settings.get('old', {}))}; on the new one {words(settings.get('new', {}))})"
 
 
 def _pct(v) -> str:
@@ -229,8 +240,10 @@ def markdown(report: dict) -> str:
         f"k fresh kernels are drawn at random from the other models' new-machine kernels, {len(report['seeds'])} draws "
         "per k (figures: the median over draws, the range in brackets). `old` is the old machine's booster as it is; `fine-tuned` continues the old-machine "
         "booster on them (`train_cost_model.py --finetune-from`), `rescaled` multiplies it by one factor, "
-        "`scratch` trains on them alone. "
-        f"Every booster learns {OBJECTIVE_WORDS[report['objective']]}{_baseline_words(report)}; tuned-flow kernels tuned with "
+        "`scratch` trains on them alone; `roofline`, where the new machine's model learns over the pass's "
+        "roofline, is that roofline with nothing learned (it prices a conv's two layouts alike: its layout "
+        "pairs are ties, counted wrong). "
+        f"Every booster learns {OBJECTIVE_WORDS[report['objective']]}{_settings_words(report)}; tuned-flow kernels tuned with "
         f"fewer than {report['min_trials']} trials are left out on both machines. Layout pairs: the NCHW/NHWC pairs of one conv, ordered right "
         f"({report['pairs']} pairs; always answering NCHW is right in {_pct(report['nchw_right'])}).",
         "",
@@ -301,7 +314,7 @@ def main() -> None:
                 pass  # no metadata then: a plain baseline
         else:
             old_dir = Path(args.old)
-        old_baseline = _baseline(old_dir)
+        old_settings = _settings(old_dir)
         old = load_dataset(
             old_dir / "dataset.csv",
             per_element_ns=load_elementwise(old_dir).get("ns_per_element", {}),
@@ -323,7 +336,7 @@ def main() -> None:
         args.rounds,
         progress=lambda g: print(f"held out {g}", flush=True),
         objective=args.objective,
-        baselines=(old_baseline, _baseline(new_dir)),
+        settings=(old_settings, _settings(new_dir)),
     )
     scores = score(new, predictions)
     rows = summary(scores, args.ks, args.seeds)
@@ -343,7 +356,7 @@ def main() -> None:
         "machines_spearman": float(spearmanr(*zip(*shared)).statistic),
         "seeds": list(args.seeds),
         "objective": args.objective,
-        "baselines": {"old": old_baseline, "new": _baseline(new_dir)},
+        "settings": {"old": old_settings, "new": _settings(new_dir)},
         "min_trials": args.min_trials,
         "pairs": len(pairs),
         "nchw_right": float(np.mean([y[i] < y[j] for i, j in pairs])) if pairs else float("nan"),

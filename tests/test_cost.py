@@ -1086,7 +1086,7 @@ def test_few_shot_residual_boosters_extrapolate_to_a_larger_model():
 
 
 def test_few_shot_residual_boosters_learn_over_each_machines_own_roofline():
-    """With ``baselines`` (each model directory's metadata ``baseline``), the boosters learn
+    """With ``settings`` (each model directory's metadata ``baseline``), the boosters learn
     their correction over the pass's roofline for that machine and predict over the new
     machine's: where every kernel takes 2.5x that roofline (Zen 5's, one peak per kind of
     kernel), the old booster, the fine-tuned one and the ceiling all land within 5%."""
@@ -1101,9 +1101,20 @@ def test_few_shot_residual_boosters_learn_over_each_machines_own_roofline():
     roof = roofline_baseline(sample_items(samples), spec)
     new = [dataclasses.replace(s, median_us=2.5 * float(r)) for s, r in zip(samples, roof)]
     y = np.array([s.median_us for s in new])
-    preds = fs.curve(new, new, ks=(0, 10), seeds=(0,), rounds=60, objective="residual", baselines=(spec, spec))
+    preds = fs.curve(
+        new,
+        new,
+        ks=(0, 10),
+        seeds=(0,),
+        rounds=60,
+        objective="residual",
+        settings=({"baseline": spec}, {"baseline": spec, "max_depth": 2}),
+    )
     for key in ("all", ("old", 0, 0), ("fine-tuned", 10, 0)):
         assert np.abs(preds[key] / y - 1).max() < 0.05, key
+    np.testing.assert_allclose(preds[("roofline", 0, 0)], y / 2.5, rtol=1e-6)  # the roofline, nothing learned
+    plain = fs.curve(new, new, ks=(0,), seeds=(0,), rounds=60, objective="residual")
+    assert ("roofline", 0, 0) not in plain  # a plain baseline is not what the pass prices with
 
 
 def test_ranking_objective_orders_held_out_kernels():
