@@ -156,8 +156,7 @@ def score(new, predictions: dict) -> dict:
 
 def summary(scores: dict, ks, seeds) -> list[dict]:
     """One row per (method, k), the new machine's roofline and the old-machine booster first
-    (k = 0): the median over draws
-    of each figure, and its range."""
+    (k = 0): the median over draws of each figure, and its range."""
     rows = []
     for method in ("roofline", "old", *METHODS):
         for k in [0] if method in ("roofline", "old") else ks:

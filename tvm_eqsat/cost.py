@@ -132,9 +132,9 @@ MACHINES = {  # (target kind, build flow) -> machine
 # matmul 49.8, 3x3 conv 40.2, depthwise 31.6 GFLOP/s; GEMVs of 0.5-8 MB streamed at 24-73 GB/s
 # (median 59.7), 15.8 at 32 MB.  The geometric mean of the generic machine and the Xeon, which
 # had priced every AVX2 CPU, would have priced this one's compute 2.4x (matmuls), 2.8x (dense
-# convs) and 1.7x (depthwise) too fast and its memory 1.3x (cache) and 2.3x (DRAM) too fast: a depthwise conv computes at 79%
-# of a dense conv's rate here, where the mean said 48%.  Zen 3 is priced as itself; other
-# AVX2 CPUs keep the mean.
+# convs) and 1.7x (depthwise) too fast, and its memory 1.3x (cache) and 2.3x (DRAM): here a
+# depthwise conv computes at 79% of a dense conv's rate, where the mean said 48%.  Zen 3 is
+# priced as itself; other AVX2 CPUs keep the mean.
 #
 # Transposes.  The memory tiers price a transpose as a copy; one that moves the innermost axis
 # (``gathers``) builds each output vector from elements a stride apart, and ran 3-5x slower
