@@ -615,7 +615,7 @@ def test_tuned_roofline_peak_follows_the_targets_vector_width():
 
 
 def test_each_measured_cpu_is_priced_as_measured_and_others_as_the_xeon_or_between():
-    """``_MEASURED`` holds each CPU's own files (peak-llvm-<cpu>.json: compute peaks,
+    """``measured_cpus`` holds each CPU's own files (peak-llvm-<cpu>.json: compute peaks,
     matmul the geometric mean of the two matmuls; bandwidth-llvm-<cpu>.json: memory tiers
     that fit its GEMVs), at the vector width it was measured at.  The Zen 5's dense conv
     computes faster than the Xeon's, so the same conv is priced cheaper there; an AVX-512
@@ -625,8 +625,8 @@ def test_each_measured_cpu_is_priced_as_measured_and_others_as_the_xeon_or_betwe
     from pathlib import Path
 
     results = Path(__file__).resolve().parent.parent / "benchmarks/results"
-    assert {"emeraldrapids", "znver5", "znver3"} <= set(cost._MEASURED)
-    for mcpu, (bits, _, _) in cost._MEASURED.items():
+    assert {"emeraldrapids", "znver5", "znver3"} <= set(cost.measured_cpus())
+    for mcpu, (bits, _, _) in cost.measured_cpus().items():
         measured = json.loads((results / f"peak-llvm-{mcpu}.json").read_text())
         rate = {r["case"]: r["gflop_per_s"] for r in measured["rows"] if r["mcpu"] == mcpu}
         assert {r["vector_bits"] for r in measured["rows"] if r["mcpu"] == mcpu} == {bits}

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import ops
+from . import calibration, ops
 from .features import KERNEL_OPS, flops, nbytes
 from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorTy, Ty
 from .paths import data_dir
@@ -75,7 +75,7 @@ MACHINES = {  # (target kind, build flow) -> machine
         peak_gflops=100.0,
         bandwidth_gbs=25.0,
         launch_us=2.0,
-        cache_bytes=16 << 20,
+        cache_bytes=calibration.CACHE_BYTES,
         cache_gbs=70.0,
         gather_ns=0.43,
         batch_norm_ns=1.1,
@@ -129,10 +129,10 @@ MACHINES = {  # (target kind, build flow) -> machine
 #
 # AVX2.  A 2-core AMD EPYC VM (znver3, Zen 3), measured the same way (peak-llvm-znver3.json,
 # bandwidth-llvm-znver3.json, 2026-11-29, nothing else running): 512^3 matmul 68.0, batched
-# matmul 49.8, 3x3 conv 40.2, depthwise 31.6 GFLOP/s; GEMVs of 0.5-8 MB streamed at 24-73 GB/s
-# (median 59.7), 15.8 at 32 MB.  The geometric mean of the generic machine and the Xeon, which
+# matmul 49.8, 3x3 conv 40.2, depthwise 31.6 GFLOP/s; GEMVs of 0.5-8 MB streamed at 56-73 GB/s
+# (median 62.9), 15.8 at 32 MB.  The geometric mean of the generic machine and the Xeon, which
 # had priced every AVX2 CPU, would have priced this one's compute 2.4x (matmuls), 2.8x (dense
-# convs) and 1.7x (depthwise) too fast, and its memory 1.3x (cache) and 2.3x (DRAM): here a
+# convs) and 1.7x (depthwise) too fast, and its memory 1.2x (cache) and 2.3x (DRAM): here a
 # depthwise conv computes at 79% of a dense conv's rate, where the mean said 48%.  Zen 3 is
 # priced as itself; other AVX2 CPUs keep the mean.
 #
@@ -160,7 +160,7 @@ MACHINES = {  # (target kind, build flow) -> machine
 # where the memory tiers priced them at 70-97 GB/s, 8-10x too cheap.  So the roofline missed
 # most of what folding them gains: full-size ResNeXt-50 on Zen 5 predicted 1.029x for
 # stock+tvm's folds and ran 1.219x faster (llvm-znver5-cold-tuned-t32.md).
-COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
+COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
     "emeraldrapids": (
@@ -173,28 +173,34 @@ _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: 
         {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
         {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87},
     ),
-    "znver3": (
-        256,
-        {"matmul": 58.2, "conv": 40.2, "depthwise": 31.6},
-        {"bandwidth_gbs": 15.8, "cache_gbs": 59.7},
-    ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
+
+
+def measured_cpus() -> dict[str, tuple[int, dict, dict]]:
+    """Every CPU the tuned roofline prices as itself: ``_MEASURED`` and the calibration files
+    of ``cost_models/machines/`` (``scripts/calibrate_cpu.py``; a file wins over ``_MEASURED``)."""
+    try:
+        files = calibration.load(data_dir("cost_models") / "machines")
+    except FileNotFoundError:
+        files = {}
+    return {**_MEASURED, **files}
 
 
 def _tuned_llvm_machines(simd_bits: int, mcpu: str = "generic") -> dict[str, Machine] | None:
     """{compute class: machine} of the llvm tuned flow at a vector width (None where not
     measured): generic code on the generic machine with its class shares; a CPU measured at
-    that width its own measurements (``_MEASURED``); another AVX-512 CPU the Xeon's; another
+    that width its own measurements (``measured_cpus``); another AVX-512 CPU the Xeon's; another
     AVX2 CPU the geometric mean of the generic machine and the Xeon's."""
     generic = MACHINES[("llvm", "tuned")]
     narrow = {c: dataclasses.replace(generic, peak_gflops=generic.peak_gflops * f) for c, f in _SHARE_128.items()}
     if simd_bits == 128:
         return narrow
-    if mcpu in _MEASURED and _MEASURED[mcpu][0] == simd_bits:
-        _, peaks, memory = _MEASURED[mcpu]
+    known = measured_cpus()
+    if mcpu in known and known[mcpu][0] == simd_bits:
+        _, peaks, memory = known[mcpu]
         return {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
-    _, peaks, memory = _MEASURED[_DEFAULT_512]
+    _, peaks, memory = known[_DEFAULT_512]
     wide = {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
     if simd_bits == 512:
         return wide

@@ -1,0 +1,105 @@
+"""A CPU's calibration of the tuned roofline: derived from its measurements, read back by the
+roofline for targets with that -mcpu, and shipped with the package."""
+
+from __future__ import annotations
+
+import configparser
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from tvm_eqsat import calibration, cost
+from tvm_eqsat.graph import TensorTy
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _conv(c: int, k: int, size: int = 56):
+    """A dense 3x3 NCHW conv node (pad 1), compute-bound."""
+    attrs = ((1, 1), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", "float32")
+    ins = (TensorTy((1, c, size, size), "float32"), TensorTy((k, c, 3, 3), "float32"))
+    return ("Conv2d", attrs, ins, TensorTy((1, k, size, size), "float32"))
+
+
+def _results(cpu: str) -> tuple[dict, dict]:
+    return tuple(json.loads((RESULTS / f"{kind}-llvm-{cpu}.json").read_text()) for kind in ("peak", "bandwidth"))
+
+
+def test_shipped_calibrations_are_what_their_measurements_derive():
+    """Every file of cost_models/machines/ is ``derive`` of the results it names (rerun
+    ``scripts/calibrate_cpu.py --from-results`` after measuring again)."""
+    files = sorted((ROOT / "cost_models" / "machines").glob("*.json"))
+    assert files, "no shipped calibration"
+    for path in files:
+        doc = json.loads(path.read_text())
+        peak, bandwidth = (json.loads((ROOT / s).read_text()) for s in doc["sources"])
+        derived = calibration.derive(peak, bandwidth)
+        assert {k: doc[k] for k in derived} == derived, path.name
+        assert doc["vector_bits"] == cost.cpu_vector_bits(doc["mcpu"])
+
+
+def test_derive_takes_the_matmul_mean_and_the_gemv_medians():
+    peak, bandwidth = _results("znver3")
+    doc = calibration.derive(peak, bandwidth)
+    rate = {r["case"]: r["gflop_per_s"] for r in peak["rows"] if r["mcpu"] == "znver3"}
+    assert doc["mcpu"] == "znver3" and doc["vector_bits"] == 256
+    assert doc["peak_gflops"]["matmul"] == pytest.approx((rate["matmul"] * rate["batch-matmul"]) ** 0.5, abs=0.05)
+    assert doc["peak_gflops"]["depthwise"] == rate["depthwise"]
+    cached, spilled = calibration.gemv_rates(bandwidth["rows"])
+    assert min(cached) <= doc["memory"]["cache_gbs"] <= max(cached) and spilled
+    with pytest.raises(ValueError, match="GEMVs"):
+        calibration.derive(peak, {"rows": [r for r in bandwidth["rows"] if r["bytes"] <= calibration.CACHE_BYTES]})
+    with pytest.raises(ValueError, match="lack"):
+        calibration.derive({"rows": [r for r in peak["rows"] if r["case"] != "conv"]}, bandwidth)
+
+
+def test_the_roofline_prices_a_calibrated_cpu_as_itself(tmp_path, monkeypatch, caplog):
+    """A calibration file for a CPU prices its target's kernels with its own peaks and tiers
+    (a file wins over the built-in machines); without one an AVX2 CPU is priced between the
+    generic machine and the Xeon; a broken file is skipped with a warning."""
+    peak, bandwidth = _results("znver3")
+    doc = calibration.derive(peak, bandwidth)
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    (machines / "haswell.json").write_text(json.dumps({**doc, "mcpu": "haswell"}))
+    slow = {**doc, "mcpu": "znver5", "vector_bits": 512, "peak_gflops": {c: 10.0 for c in cost.COMPUTE_CLASSES}}
+    (machines / "znver5.json").write_text(json.dumps(slow))
+    (machines / "broken.json").write_text(json.dumps({"mcpu": "x", "vector_bits": 256, "memory": {}}))
+    (machines / "odd.json").write_text(json.dumps({**doc, "mcpu": "y", "memory": {"latency_ns": 1.0}}))
+    before = cost._tuned_llvm_machines(256, "haswell")
+    conv = _conv(64, 64)
+    mean_us = cost.make_cost_model("roofline", "llvm", "tuned", 256, "haswell").node_cost(*conv, False)
+    monkeypatch.setattr(cost, "data_dir", lambda name: tmp_path)
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        known = cost.measured_cpus()
+    assert "broken.json" in caplog.text and "odd.json" in caplog.text and {"x", "y"}.isdisjoint(known)
+    got = cost._tuned_llvm_machines(256, "haswell")
+    assert (
+        {c: m.peak_gflops for c, m in got.items()}
+        == doc["peak_gflops"]
+        != {c: m.peak_gflops for c, m in before.items()}
+    )
+    assert all(m.cache_gbs == doc["memory"]["cache_gbs"] for m in got.values())
+    assert {m.peak_gflops for m in cost._tuned_llvm_machines(512, "znver5").values()} == {10.0}
+    assert cost._tuned_llvm_machines(256, "skylake") == before  # not calibrated: the mean
+    # the compute-bound conv at 40.2 GFLOP/s, not the mean's 111
+    calibrated_us = cost.make_cost_model("roofline", "llvm", "tuned", 256, "haswell").node_cost(*conv, False)
+    assert calibrated_us > 2.5 * mean_us
+
+
+def test_every_shipped_cost_model_folder_is_installed():
+    """A regular install copies cost_models/ through setup.cfg's data_files: every folder the
+    pass reads (trained models, CPU calibrations) must be listed, or an install prices with
+    less than the checkout does."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    listed = {k.removeprefix("share/tvm_eqsat/") for k in cfg["options.data_files"]}
+    folders = {
+        f"cost_models/{d.name}"
+        for d in (ROOT / "cost_models").iterdir()
+        if (d / "model.json").is_file() or d.name == "machines"
+    }
+    assert folders <= listed, folders - listed
