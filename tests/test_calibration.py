@@ -103,3 +103,29 @@ def test_every_shipped_cost_model_folder_is_installed():
         if (d / "model.json").is_file() or d.name == "machines"
     }
     assert folders <= listed, folders - listed
+
+
+def test_calibrate_cpu_script_writes_what_derive_says(tmp_path, capsys):
+    """``calibrate_cpu.py --from-results`` (no measuring) writes the calibration of the two
+    results with their paths, and refuses results whose vector width is not the CPU's."""
+    from helpers import load_script
+
+    script = load_script("calibrate_cpu")
+    peak, bandwidth = (RESULTS / f"{kind}-llvm-znver3.json" for kind in ("peak", "bandwidth"))
+    out = tmp_path / "znver3.json"
+    assert script.main(["--from-results", str(peak), str(bandwidth), "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert {k: doc[k] for k in ("mcpu", "peak_gflops", "memory")} == {
+        k: v for k, v in calibration.derive(*_results("znver3")).items() if k in ("mcpu", "peak_gflops", "memory")
+    }
+    assert doc["sources"] == [
+        "benchmarks/results/peak-llvm-znver3.json",
+        "benchmarks/results/bandwidth-llvm-znver3.json",
+    ]
+    assert "znver3 (256-bit code)" in capsys.readouterr().out
+    wrong = json.loads(peak.read_text())
+    for r in wrong["rows"]:
+        r["vector_bits"] = 512 if r["mcpu"] == "znver3" else r["vector_bits"]
+    (tmp_path / "peak.json").write_text(json.dumps(wrong))
+    with pytest.raises(SystemExit):
+        script.main(["--from-results", str(tmp_path / "peak.json"), str(bandwidth), "--out", str(out)])
