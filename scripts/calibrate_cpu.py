@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or data_dir("cost_models") / "machines" / f"{doc['mcpu']}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
+    calibration.load.cache_clear()  # this process prices with it from now on too
     peaks = ", ".join(f"{c} {v:g}" for c, v in doc["peak_gflops"].items())
     memory = ", ".join(f"{k} {v:g}" for k, v in doc["memory"].items())
     print(f"{doc['mcpu']} ({doc['vector_bits']}-bit code): GFLOP/s {peaks}; GB/s {memory} -> {out}")
