@@ -134,7 +134,8 @@ MACHINES = {  # (target kind, build flow) -> machine
 # had priced every AVX2 CPU, would have priced this one's compute 2.4x (matmuls), 2.8x (dense
 # convs) and 1.7x (depthwise) too fast, and its memory 1.2x (cache) and 2.3x (DRAM): here a
 # depthwise conv computes at 79% of a dense conv's rate, where the mean said 48%.  Zen 3 is
-# priced as itself; other AVX2 CPUs keep the mean.
+# priced as itself from its calibration file (cost_models/machines/znver3.json, which
+# scripts/calibrate_cpu.py derives from those two results); other AVX2 CPUs keep the mean.
 #
 # Transposes.  The memory tiers price a transpose as a copy; one that moves the innermost axis
 # (``gathers``) builds each output vector from elements a stride apart, and ran 3-5x slower
