@@ -565,9 +565,9 @@ def test_a_learned_model_prices_lone_reshapes_as_its_roofline_does():
 def _assert_tiers_fit_gemvs(machine, rows: list[dict]) -> None:
     """A machine's cache tier lies within the range the measured GEMVs that fit it stream
     at, its memory tier within 25% of the median of those that overflow it."""
-    gemvs = [r for r in rows if r["op"] == "Matmul" and r["shapes"][0][0] == 1 and r["bytes"] >= 512 << 10]
-    cached = [r["gb_per_s"] for r in gemvs if r["bytes"] <= machine.cache_bytes]
-    spilled = [r["gb_per_s"] for r in gemvs if r["bytes"] > machine.cache_bytes]
+    from tvm_eqsat.calibration import gemv_rates
+
+    cached, spilled = gemv_rates(rows, machine.cache_bytes)
     assert cached and spilled
     assert min(cached) <= machine.cache_gbs <= max(cached)
     assert machine.bandwidth_gbs == pytest.approx(float(np.median(spilled)), rel=0.25)
