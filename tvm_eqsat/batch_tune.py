@@ -41,6 +41,7 @@ CANDIDATES = "candidates.json.gz"  # kept with the bundle: what each timed libra
 
 
 def _sample(task, target, n: int, seed: int) -> list:
+    tune.import_tensor_intrinsics()
     ctx = ms.TuneContext(
         mod=task.dispatched[0],
         target=target,
