@@ -28,6 +28,7 @@ def _convs(c: int = 16, size: int = 8):
     return bb.get()
 
 
+@pytest.mark.slow  # an experiment's script, 26 s of tuning on a 2-core Zen 3
 def test_only_the_1x1_conv_becomes_a_matmul_and_its_pair_has_both_forms_records(tmp_path):
     script = load_script("bench_conv_matmul")
     mod = _convs()

@@ -258,6 +258,7 @@ def test_a_kernels_work_is_its_flops_times_its_uses():
     assert batch_tune.allot([small, big], 20) == [6, 14]  # 12 over the 4 each, shared 1:4
 
 
+@pytest.mark.slow  # 66 s on a 2-core Zen 3; build is checked by the packing test, run and collect by the offline one
 def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
     bench = load_script("device_bench")
     py = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -382,6 +383,7 @@ def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
     assert names == ["nasrnn/stock", "squeezenet/stock"]
 
 
+@pytest.mark.slow  # 42 s on a 2-core Zen 3: the GPU sessions' tool, run before each device run
 def test_device_bench_tuned_flow_offline_on_the_cpu(tmp_path):
     """The offline tuned flow end to end on llvm: the variants' modules saved, candidates of
     their matmul kernels (and the A/A control's, another seed) timed by the runtime-only
@@ -476,7 +478,7 @@ def test_device_tuning_packs_the_dearest_kernels_and_the_runtime(tmp_path):
     assert "../a/compiler.xz.part" in (b / "unpack.sh").read_text()
 
 
-@pytest.mark.slow  # 90 s: MetaSchedule's first tuning call in a process imports its tensor intrinsics
+@pytest.mark.slow  # 32 s on a 2-core Zen 3 (90 s before tune.import_tensor_intrinsics): it tunes and times
 def test_device_tuning_tunes_kernels_against_the_stock_build(tmp_path, capsys):
     """device_tune.py run tunes each packed kernel and times it against the stock build (llvm
     here, with the installed TVM); report tabulates the result."""

@@ -1,11 +1,13 @@
 """scripts/stock_forms.py: TVM's graph passes run in fresh processes, each distinct module kept."""
 
+import pytest
 import tvm
 from helpers import load_script
 
 sf = load_script("stock_forms")
 
 
+@pytest.mark.slow  # an experiment's script, two fresh TVM processes: 24 s on a 2-core Zen 3
 def test_each_distinct_module_is_kept_once_under_its_hash(tmp_path):
     """Two fresh processes on small NASRNN: one or two distinct modules (TVM's
     CombineParallelMatmul picks one of two in each process), each saved under its module hash
