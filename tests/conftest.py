@@ -8,8 +8,9 @@ from tvm_eqsat import tune
 
 # MetaSchedule's evolutionary search samples and evolves its whole population before the
 # first candidate of a task is measured, whatever the trial count: at its default of 512 a
-# two-trial tuning of one 3x3 conv took 50 s on a 2-core Zen 3. The tests tune with a few
-# trials to check what happens to the records, not how good the schedules are.
+# two-trial tuning of one kernel took 27 s on a 2-core Zen 3 busy with another tuning. The
+# tests tune with a few trials to check what happens to the records, not how good the
+# schedules are.
 TEST_POPULATION = 16
 
 

@@ -533,8 +533,8 @@ def import_tensor_intrinsics() -> None:
     which looks up the module of every frame on the stack. The frames of frozen modules, the
     import machinery's among them, name no real file (``<frozen importlib._bootstrap>``), so
     each lookup scanned all of ``sys.modules`` (2,000+ with TVM loaded): 110-125 s on a
-    2-core Zen 3, 12 s once ``inspect`` knows which modules those names are. The answer ``inspect`` gives is the one
-    it gave before (a frozen module has no source lines)."""
+    2-core Zen 3 with a tuning running beside it, 12-14 s once ``inspect`` knows which
+    modules those names are. ``inspect`` answers as before (a frozen module has no source)."""
     if "tvm.s_tir.tensor_intrin" not in sys.modules:
         name_frozen_import_frames()
         import tvm.s_tir.tensor_intrin  # noqa: F401
