@@ -10,7 +10,7 @@ from tvm_eqsat import models, verify  # noqa: E402
 
 
 # bert (20 s on a 2-core Zen 3) is slow: the model zoo checks the pass on BERT-base, and
-# test_bert_identity_ops_are_removed this model
+# test_bert_identity_ops_are_removed runs the pass on this model
 @pytest.mark.parametrize(
     "build",
     [
