@@ -379,7 +379,8 @@ def test_a_winograd_conv_is_checked_and_reported_as_one_conv(rules, said, rtol):
     mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, const((128, 128, 3, 3)), padding=1))))
     new, report = optimize(mod, "llvm", rules=rules, cost_model="roofline")
     assert report.functions["main"].changes == [said]
-    assert relax_ops(new)["relax.matmul"] == 3  # the weight transform, folded when TVM builds
+    assert relax_ops(new)["relax.matmul"] == 2  # the weight transform is folded by the pass
+    assert report.functions["main"].constants_folded >= 1
     assert_close(mod, new, rtol=rtol)
 
 

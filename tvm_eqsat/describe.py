@@ -131,7 +131,8 @@ def describe(before: Counter, after: Counter) -> list[str]:
     if convs_after < convs_before:
         out.append(f"{convs_before} convs merged into {convs_after}")
     if after["batch_norm"] < before["batch_norm"]:
-        out.append(f"{_n(before['batch_norm'] - after['batch_norm'], 'batch_norm')} folded into the convs")
+        folded = before["batch_norm"] - after["batch_norm"]
+        out.append(f"{_n(folded, 'batch_norm')} folded into the conv{'' if folded == 1 else 's'}")
     matmuls_before, matmuls_after = before["matmul"], after["matmul"] - as_matmuls
     if matmuls_after < matmuls_before:
         out.append(f"{matmuls_before} matmuls merged into {matmuls_after}")

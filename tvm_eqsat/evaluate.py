@@ -374,7 +374,7 @@ class Interpreter:
         if n.op == OPAQUE:
             return self._opaque(n, xs)
         try:
-            return _held(SEMANTICS[n.op](xs, n.attrs))
+            return held(SEMANTICS[n.op](xs, n.attrs))
         except NotCovered:
             self.tvm_nodes += 1
             return run_with_tvm(graph, nid, xs)
@@ -389,10 +389,10 @@ class Interpreter:
         return out
 
 
-def _held(value):
+def held(value):
     """Floats as the interpreter holds them (numpy keeps a narrower float in places)."""
     if isinstance(value, tuple):
-        return tuple(_held(v) for v in value)
+        return tuple(held(v) for v in value)
     value = np.asarray(value)
     return value.astype(FLOAT) if np.issubdtype(value.dtype, np.floating) and value.dtype != FLOAT else value
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import tvm
 from tvm import relax
@@ -23,6 +23,7 @@ from .alarms import diagnose
 from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
+from .fold import fold_constants
 from .fusion import splits_to_slices
 from .graph import (
     TensorGraph,
@@ -233,8 +234,14 @@ class _Context:
     deadline: float
 
 
-def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, force: bool = False):
-    """(extracted graph or None if the block should stay, predicted cost before, after)."""
+class BlockResult(NamedTuple):
+    new_graph: TensorGraph | None  # what the block becomes, constants folded; None: it stays
+    before: float  # predicted cost
+    after: float
+    extracted: TensorGraph  # the graph as extracted, constants unfolded: what the report describes
+
+
+def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, force: bool = False) -> BlockResult:
     t = time.perf_counter()
     egraph = TensorEGraph(graph, ctx.program)
     report.add_seconds("build_egraph", time.perf_counter() - t)
@@ -281,22 +288,45 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     report.add_seconds("extract", time.perf_counter() - t)
 
     better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
-    if better and ctx.opts.validate:
-        _validate(graph, new_graph, ctx, report, growth.rules_applied)
-    if force or better:
-        return new_graph, before, after
-    return None, before, before
+    if better:
+        t = time.perf_counter()
+        folded, n_folded = fold_constants(new_graph)  # what TVM would fold, a kernel build per op
+        report.add_seconds("fold", time.perf_counter() - t)
+        if ctx.opts.validate:
+            folded = _validated(graph, new_graph, folded, ctx, report, growth.rules_applied)
+        if folded is not new_graph:
+            report.constants_folded += n_folded
+        return BlockResult(folded, before, after, new_graph)
+    if force:
+        return BlockResult(new_graph, before, after, new_graph)
+    return BlockResult(None, before, before, graph)
 
 
 class RewriteRejected(Exception):
     """A rewritten block failed translation validation (a rule is wrong)."""
 
 
-def _validate(
-    graph: TensorGraph, new_graph: TensorGraph, ctx: _Context, report: FunctionReport, rules_applied: dict[str, int]
-) -> None:
-    """Raise RewriteRejected unless ``new_graph`` computes what ``graph`` computes."""
-    result = validate(graph, new_graph, seed=ctx.opts.seed)
+def _validated(
+    graph: TensorGraph,
+    new_graph: TensorGraph,
+    folded: TensorGraph,
+    ctx: _Context,
+    report: FunctionReport,
+    rules_applied: dict[str, int],
+) -> TensorGraph:
+    """``folded`` (``new_graph`` with its constants folded) if it computes what ``graph``
+    computes, else ``new_graph`` if that does; RewriteRejected if neither does."""
+    result = validate(graph, folded, seed=ctx.opts.seed)
+    if not result.ok and folded is not new_graph:
+        unfolded = validate(graph, new_graph, seed=ctx.opts.seed)
+        if unfolded.ok:
+            log.warning(
+                "constant folding changed output %s by %.3g of its magnitude; the block keeps its "
+                "constant subgraphs for TVM to fold",
+                result.failed_output,
+                result.max_rel_diff,
+            )
+            result, folded = unfolded, new_graph
     report.add_seconds("validate", result.seconds)
     v = report.validation
     v["blocks"] = v.get("blocks", 0) + 1
@@ -307,6 +337,7 @@ def _validate(
             f"rewrite failed translation validation (output {result.failed_output}: relative difference "
             f"{result.max_rel_diff:.3g}); rules that made its new nodes: {', '.join(rules) or 'none'}"
         )
+    return folded
 
 
 def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
@@ -333,18 +364,18 @@ def _optimize_function(name: str, func, ctx: _Context, force: bool = False):
             t = time.perf_counter()
             graph = graph_from_block(block, weights)
             report.add_seconds("convert", time.perf_counter() - t)
-            new_graph, before, after = _optimize_block(graph, ctx, report, force)
-            if new_graph is not None:
+            result = _optimize_block(graph, ctx, report, force)
+            if result.new_graph is not None:
                 t = time.perf_counter()
-                blocks[i] = block_from_graph(new_graph)
+                blocks[i] = block_from_graph(result.new_graph)
                 report.add_seconds("rebuild", time.perf_counter() - t)
                 report.blocks += 1
                 changed = True
-            report.cost_before += before  # only now: a failed rebuild counts no gain
-            report.cost_after += after  # equals before when the block stays
+            report.cost_before += result.before  # only now: a failed rebuild counts no gain
+            report.cost_after += result.after  # equals before when the block stays
             for total, counts in (
                 (report.census_before, census(graph)),
-                (report.census_after, census(graph if new_graph is None else new_graph)),
+                (report.census_after, census(result.extracted)),
             ):
                 for key, n in counts.items():
                     total[key] = total.get(key, 0) + n
