@@ -74,6 +74,19 @@ def test_a_constant_split_folds_part_by_part():
     assert_close(mod, new, rtol=1e-6)
 
 
+def test_the_constant_parts_of_a_tuple_a_runtime_value_reads_fold():
+    x = tensor("x", (4,))
+
+    def body(bb, x):
+        parts = bb.emit(relax.Tuple([bb.emit(R.exp(const((4,), seed=s))) for s in (1, 2)]))  # all constant
+        return relax.Tuple([bb.emit(R.add(x, x)), parts])
+
+    mod = module([x], body)
+    new, n = _folded_module(mod)
+    assert n == 2 and "relax.exp" not in relax_ops(new)
+    assert_close(mod, new, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "make, reason",
     [
@@ -133,4 +146,25 @@ def test_a_fold_that_fails_validation_leaves_the_subgraph_for_tvm(monkeypatch, c
     assert f.changed and f.constants_folded == 0 and not report.alarms
     assert "constant folding changed output" in caplog.text
     assert "relax.nn.batch_norm" not in relax_ops(new) and "relax.multiply" in relax_ops(new)
+    assert_close(mod, new, rtol=1e-5)
+
+
+def test_only_what_the_rewrite_created_is_folded():
+    """A constant subgraph the user's block already held (a transposed weight) stays as the
+    user wrote it, for TVM; the batch norm the pass folds into the conv is computed."""
+    x = tensor("x", (1, 8, 12, 12))
+
+    def body(bb, x):
+        c = bb.emit(R.nn.conv2d(x, const((8, 8, 3, 3)), padding=1))
+        var = relax.const(np.linspace(0.5, 2.0, 8, dtype="float32"))
+        bn = bb.emit(R.nn.batch_norm(c, *(const((8,), seed=k) for k in (1, 2, 3)), var, axis=1, training=False))
+        flat = bb.emit(R.reshape(R.nn.relu(relax.TupleGetItem(bn, 0)), (1, 8 * 12 * 12)))
+        return R.matmul(flat, bb.emit(R.permute_dims(const((10, 8 * 12 * 12), seed=5))))
+
+    mod = module([x], body)
+    g = graph_from_block(mod["main"].body.blocks[0])
+    assert fold.fold_constants(g, g) == (g, 0)
+    new, report = optimize(mod, "llvm", cost_model="roofline")
+    assert report.functions["main"].constants_folded == 2
+    assert relax_ops(new).get("relax.permute_dims") == 1 and "relax.multiply" not in relax_ops(new)
     assert_close(mod, new, rtol=1e-5)

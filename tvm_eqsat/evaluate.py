@@ -25,7 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from . import ops
-from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorGraph, TensorTy, Ty
+from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorGraph, TensorTy, Ty, structural_ids
 from .tables import table
 
 
@@ -324,12 +324,7 @@ class Interpreter:
 
     def keys(self, graph: TensorGraph) -> dict[int, int]:
         """Structural id of every reachable node of ``graph``."""
-        sid: dict[int, int] = {}
-        for nid in graph.reachable():
-            n = graph.nodes[nid]
-            key = (n.op, n.attrs, tuple(sid[i] for i in n.inputs))
-            sid[nid] = self.ids.setdefault(key, len(self.ids))
-        return sid
+        return structural_ids(graph, self.ids)
 
     def outputs(self, graph: TensorGraph) -> list[Any]:
         """The values of ``graph``'s outputs, in order."""
@@ -374,7 +369,7 @@ class Interpreter:
         if n.op == OPAQUE:
             return self._opaque(n, xs)
         try:
-            return held(SEMANTICS[n.op](xs, n.attrs))
+            return _held(SEMANTICS[n.op](xs, n.attrs))
         except NotCovered:
             self.tvm_nodes += 1
             return run_with_tvm(graph, nid, xs)
@@ -389,10 +384,10 @@ class Interpreter:
         return out
 
 
-def held(value):
+def _held(value):
     """Floats as the interpreter holds them (numpy keeps a narrower float in places)."""
     if isinstance(value, tuple):
-        return tuple(held(v) for v in value)
+        return tuple(_held(v) for v in value)
     value = np.asarray(value)
     return value.astype(FLOAT) if np.issubdtype(value.dtype, np.floating) and value.dtype != FLOAT else value
 

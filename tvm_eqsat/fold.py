@@ -5,13 +5,16 @@ are computed here, once, in numpy, and the block holds their values as constants
 Why: TVM folds a constant subgraph by legalising each op, compiling its kernel and
 running it.  Small MobileNet-v2 with its 52 batch norms folded into the convs took
 30 s to build at LLVM -O0 instead of 2 s, nearly all of it in ``FoldConstant``.  Here
-the interpreter (``evaluate``) computes each op in float64 and rounds its result to the
-op's dtype, as TVM's kernel stores it: the values TVM would fold to, up to the rounding
-inside each op (an fp16 product that overflows is inf here too).
+the interpreter's ops (``evaluate``) compute each op in float64 and round its result to
+the op's dtype, as TVM's kernel stores it (ops that only move values run on them as
+they are): the values TVM would fold to, up to the rounding inside each op (an fp16
+product that overflows is inf here too).
 
 What is folded: a float-valued native op whose inputs are all bound constants (or
 folded values), at the frontier where a runtime op reads it: what ``FoldConstant``
-folds (broadcasts included, which it materialises too).  Nothing that reads a function
+folds (broadcasts included, which it materialises too), less what the block held before
+the rewrite (VGG-19's transposed 100M-element classifier weight: one kernel for TVM, and
+seconds of copying here).  Nothing that reads a function
 parameter is folded, not even a weight the user folds with ``LiftTransformParams``
 (``fold_weights``): its value is not known here.  A frontier node whose value the
 interpreter cannot compute, or is not finite in its dtype, stays an op, with its whole
@@ -25,8 +28,8 @@ from typing import Any
 import numpy as np
 from tvm import relax
 
-from .evaluate import SEMANTICS, NotCovered, as_exact, held
-from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, Node, TensorGraph, TensorTy
+from .evaluate import SEMANTICS, NotCovered, as_exact
+from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, Node, TensorGraph, TensorTy, structural_ids
 
 FOLDED_DTYPES = ("float16", "float32", "float64")  # numpy holds them; bfloat16 it does not
 KEPT_AS_IS = (CONST, "Table")  # already constants in the rebuilt block
@@ -58,6 +61,9 @@ def _frontier(graph: TensorGraph, order: list[int], constant: set[int]) -> list[
     for nid in order:
         if nid not in constant:
             read.update(graph.nodes[nid].inputs)
+    for nid in reversed(order):  # a constant tuple that is read: its parts are
+        if nid in read and nid in constant and not isinstance(graph.nodes[nid].ty, TensorTy):
+            read.update(graph.nodes[nid].inputs)
     return [
         nid
         for nid in order
@@ -69,8 +75,8 @@ def _frontier(graph: TensorGraph, order: list[int], constant: set[int]) -> list[
 
 
 def _values(graph: TensorGraph, order: list[int], constant: set[int], wanted: set[int]) -> dict[int, Any]:
-    """The exact value of each ``wanted`` node the interpreter can compute (others are
-    missing), each intermediate value dropped once its last reader has run."""
+    """The value of each ``wanted`` node that can be computed (others are missing), each
+    intermediate value dropped once its last reader has run."""
     needed: set[int] = set()
     for nid in reversed(order):
         if nid in wanted or nid in needed:
@@ -98,41 +104,55 @@ def _values(graph: TensorGraph, order: list[int], constant: set[int], wanted: se
     return {nid: v for nid, v in values.items() if nid in wanted}
 
 
+MOVES = frozenset(
+    ("Permute", "Reshape", "BroadcastTo", "ExpandDims", "Squeeze", "Concat", "Split", "StridedSlice", "Take", "Pad")
+)
+"""Ops that only move or copy values: run on the values as they are, with no float64 copy
+(a model's weight transposes run to 100M elements)."""
+
+
 def _value(graph: TensorGraph, n: Node, xs: list) -> Any:
+    """The node's value, held in its own dtype (as TVM's kernel stores it), or None."""
     if n.op == CONST:
-        return as_exact(graph.constants[n.attrs[0]].value.numpy())
+        return graph.constants[n.attrs[0]].value.numpy()
     if n.op == TUPLE_NODE:
         return tuple(xs)
     if n.op == TGET:
         return xs[0][n.attrs[0]]
     try:
-        value = SEMANTICS[n.op](xs, n.attrs)
+        value = SEMANTICS[n.op](xs if n.op in MOVES else [as_exact(x) for x in xs], n.attrs)
     except (NotCovered, ValueError, IndexError, TypeError):  # (Take with an index out of range raises)
         return None
-    return held(_rounded(value, n.ty))
+    return _rounded(value, n.ty)
 
 
 def _rounded(value: Any, ty) -> Any:
     """``value`` rounded to the dtype TVM's kernel would store it in."""
     if isinstance(ty, tuple):
         return tuple(_rounded(v, t) for v, t in zip(value, ty))
-    return np.asarray(value).astype(ty.dtype)
+    return np.asarray(value).astype(ty.dtype, copy=False)
 
 
-def _as_constant(value: Any, ty: TensorTy):
+def _as_constant(value: np.ndarray, ty: TensorTy):
     """The Relax constant of a folded value, or None where it is not finite in ``ty``."""
-    array = np.ascontiguousarray(np.asarray(value, dtype=np.float64).astype(ty.dtype))
-    if array.shape != ty.shape or not np.isfinite(array).all():
+    if value.shape != ty.shape or not np.isfinite(value).all():
         return None
-    return relax.const(array, ty.dtype)
+    return relax.const(np.ascontiguousarray(value), ty.dtype)
 
 
-def fold_constants(graph: TensorGraph) -> tuple[TensorGraph, int]:
+def fold_constants(graph: TensorGraph, original: TensorGraph | None = None) -> tuple[TensorGraph, int]:
     """(``graph`` with its foldable constant subgraphs replaced by their values, how many
-    were folded).  The graph is returned as it is when there is nothing to fold."""
+    were folded).  With ``original`` (the block ``graph`` was rewritten from, same leaf
+    tables), only subgraphs the rewrite created are folded.  The graph is returned as it
+    is when there is nothing to fold."""
     order = graph.reachable()
     constant = _constant_nodes(graph, order)
     frontier = _frontier(graph, order, constant)
+    if original is not None and frontier:
+        table: dict[tuple, int] = {}
+        before = set(structural_ids(original, table).values())
+        ids = structural_ids(graph, table)
+        frontier = [nid for nid in frontier if ids[nid] not in before]
     if not frontier:
         return graph, 0
     values = _values(graph, order, constant, set(frontier))

@@ -116,6 +116,16 @@ class TensorGraph:
         return counts
 
 
+def structural_ids(graph: TensorGraph, table: dict[tuple, int]) -> dict[int, int]:
+    """An id per reachable node, equal for nodes of the same op, attributes and (recursively)
+    inputs, across every graph numbered with the same ``table`` (which grows)."""
+    sid: dict[int, int] = {}
+    for nid in graph.reachable():
+        n = graph.nodes[nid]
+        sid[nid] = table.setdefault((n.op, n.attrs, tuple(sid[i] for i in n.inputs)), len(table))
+    return sid
+
+
 def topological_order(roots: Iterable[int], children) -> list[int]:
     """Everything reachable from ``roots``, children before parents (first child first).
 

@@ -290,7 +290,7 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
     if better:
         t = time.perf_counter()
-        folded, n_folded = fold_constants(new_graph)  # what TVM would fold, a kernel build per op
+        folded, n_folded = fold_constants(new_graph, graph)  # what TVM would fold, a kernel build per op
         report.add_seconds("fold", time.perf_counter() - t)
         if ctx.opts.validate:
             folded = _validated(graph, new_graph, folded, ctx, report, growth.rules_applied)
