@@ -351,14 +351,14 @@ def test_fuzz_seeded_run_finds_nothing(tmp_path):
     scripts = Path(fuzz.__file__).parent
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import fuzz; "
-        "r = fuzz.run_cases(range(int(sys.argv[2]), 24, 2), shrink_s=60); open(sys.argv[3], 'w').write(json.dumps(r))"
+        "r = fuzz.run_cases(range(int(sys.argv[2]), 20, 2), shrink_s=60); open(sys.argv[3], 'w').write(json.dumps(r))"
     )
     outs = [tmp_path / f"part{i}.json" for i in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", code, str(scripts), str(i), str(outs[i])]) for i in range(2)]
     assert [p.wait(timeout=900) for p in procs] == [0, 0]
     results = [json.loads(o.read_text()) for o in outs]
-    assert sum(r["stats"]["graphs"] for r in results) == 24
-    assert sum(r["stats"].get("changed by the pass", 0) for r in results) >= 6  # 11 of 24 on 2026-11-29
+    assert sum(r["stats"]["graphs"] for r in results) == 20
+    assert sum(r["stats"].get("changed by the pass", 0) for r in results) >= 5  # 9 of 20 on 2026-11-29
     findings = [f for r in results for f in r["findings"]]
     assert not findings, findings
 
@@ -381,14 +381,19 @@ def test_fp16_differences_are_judged_against_exact_arithmetic():
 
 def test_fuzz_can_cost_for_cuda():
     """``--cost-target cuda``: every batch's pass costs for CUDA (its default families and,
-    in the default flow, its learned model), the other options rotating as for llvm; the
-    rewritten graphs are built and compared on this CPU, and these eight agree."""
+    in the default flow, its learned model), the other options rotating as for llvm."""
     opts = [fuzz.pass_options(k, "cuda") for k in range(128)]
     assert all(o["target"] == fuzz.CUDA and o["cost_model"] == "auto" for o in opts)
     assert {o["flow"] for o in opts} == {"tuned", "default"} and len({o["extractor"] for o in opts}) == 4
     assert [o["flow"] for o in opts] == [fuzz.pass_options(k)["flow"] for k in range(128)]
     with pytest.raises(ValueError):
         fuzz.pass_options(0, "rocm")
+
+
+@pytest.mark.slow  # 16 s on a 2-core Zen 3; the seeded llvm run above checks the same machinery
+def test_fuzz_cuda_costed_rewrites_agree():
+    """The graphs rewritten as costed for CUDA are built and compared on this CPU, and
+    these eight agree."""
     result = fuzz.run_cases(range(8, 16), modes=("pass",), shrink_s=60, batch=8, cost_target="cuda")
     assert result["stats"]["graphs"] == 8 and not result["findings"], result["findings"]
     assert result["stats"]["changed by the pass"] >= 3  # 5 on 2026-11-27: the check checks rewrites
