@@ -354,6 +354,7 @@ def test_elementwise_calibration_through_a_bundle_on_the_cpu(tmp_path):
     assert {"Add", "Exp", "Sigmoid"} <= set(ns)
 
 
+@pytest.mark.slow  # 18 s on a 2-core Zen 3: the GPU sessions' tool, run before each device run
 def test_device_bench_packs_models_into_parts_that_fit(tmp_path, monkeypatch):
     bench = load_script("device_bench")
     monkeypatch.setattr(bench, "RUNTIME_MIB", bundle.room_bytes() / 2**20 - 0.7)  # room for 0.7 MiB of libraries
