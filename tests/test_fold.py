@@ -134,6 +134,15 @@ def test_the_pass_returns_batch_norms_folded_into_constant_weights():
     assert_close(mod, new, rtol=1e-5)
 
 
+def test_fold_constants_false_leaves_the_folding_to_tvm():
+    mod = _bn_conv_module()
+    new, report = optimize(mod, "llvm", cost_model="roofline", fold_constants=False)
+    f = report.functions["main"]
+    assert f.changed and f.constants_folded == 0 and "1 batch norm folded into the conv" in f.changes
+    assert {"relax.multiply", "relax.sqrt"} <= set(relax_ops(new)) and "relax.nn.batch_norm" not in relax_ops(new)
+    assert_close(mod, new, rtol=1e-5)
+
+
 def test_a_fold_that_fails_validation_leaves_the_subgraph_for_tvm(monkeypatch, caplog):
     """Defence in depth: were a folded value wrong, validation would catch it and the
     block would keep its constant subgraph (still rewritten, still right)."""
@@ -168,3 +177,13 @@ def test_only_what_the_rewrite_created_is_folded():
     assert report.functions["main"].constants_folded == 2
     assert relax_ops(new).get("relax.permute_dims") == 1 and "relax.multiply" not in relax_ops(new)
     assert_close(mod, new, rtol=1e-5)
+
+
+@pytest.mark.slow  # 18 s on a 2-core Zen 3 (three builds); run by scripts/build_time.py at scale
+def test_build_time_script_builds_the_three_modules_and_compares_them():
+    from helpers import load_script
+
+    bench = load_script("build_time")
+    row = bench.measure("resnet-block", True, tvm.target.Target({"kind": "llvm", "opt-level": 0}))
+    assert row["changed"] and row["constants_folded"] >= 4 and row["max_rel_diff"] < 1e-5
+    assert all(row[f"build_{k}_s"] > 0 for k in ("original", "unfolded", "folded"))

@@ -89,6 +89,7 @@ def test_input_module_is_not_mutated():
         {"iter_limit": -1},
         {"rules": ["no-such-rule"]},
         {"colour": "blue"},
+        {"fold_constants": "yes"},
     ],
 )
 def test_bad_options_raise_value_error_before_any_work(kwargs):

@@ -70,6 +70,7 @@ class Options:
     fold_weights: bool = (
         False  # parameters after num_input are transformed once (LiftTransformParams): weight-only work is free
     )
+    fold_constants: bool = True  # compute the constant subgraphs the rewrites create (fold.py); False: TVM folds them
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,7 +100,7 @@ def make_options(**options: Any) -> Options:
         raise ValueError(f"cost_model must be a name or a directory path, got {opts.cost_model!r}")
     if opts.cost_model not in cost_mod.COST_MODELS:
         cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for a path without a model
-    for name in ("speed_check", "validate", "fold_weights"):
+    for name in ("speed_check", "validate", "fold_weights", "fold_constants"):
         if not isinstance(getattr(opts, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(opts, name)!r}")
     if opts.tune_dir is not None and not isinstance(opts.tune_dir, str):
@@ -290,7 +291,7 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
     if better:
         t = time.perf_counter()
-        folded, n_folded = fold_constants(new_graph, graph)  # what TVM would fold, a kernel build per op
+        folded, n_folded = fold_constants(new_graph, graph) if ctx.opts.fold_constants else (new_graph, 0)
         report.add_seconds("fold", time.perf_counter() - t)
         if ctx.opts.validate:
             folded = _validated(graph, new_graph, folded, ctx, report, growth.rules_applied)
