@@ -97,6 +97,7 @@ def test_the_constant_parts_of_a_tuple_a_runtime_value_reads_fold():
         ),
         (lambda: R.add(relax.const(np.ones(4, "int32")), relax.const(np.ones(4, "int32"))), "integer arithmetic"),
         (lambda: R.cumsum(const((4,)), axis=0), "an op the pass does not model"),
+        (lambda: R.multiply(R.astype(const((4,)), "bfloat16"), relax.const(2.0, "bfloat16")), "bfloat16"),
     ],
 )
 def test_what_cannot_be_folded_exactly_stays_for_tvm(make, reason):
@@ -108,6 +109,16 @@ def test_what_cannot_be_folded_exactly_stays_for_tvm(make, reason):
     new, n = _folded_module(mod)
     assert n == 0, reason
     assert relax_ops(new) == relax_ops(mod)
+
+
+def test_a_bfloat16_constant_stays_for_tvm():
+    """numpy reads bfloat16 (and float8) only through ml_dtypes, which TVM does not require:
+    a subgraph reading such a constant is left to TVM, the way the pass leaves bfloat16 ops."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    c = relax.const(np.linspace(-1, 1, 4).astype(ml_dtypes.bfloat16))
+    mod = module([tensor("x", (4,))], lambda bb, x: R.add(x, bb.emit(R.astype(c, "float32"))))
+    new, n = _folded_module(mod)
+    assert n == 0 and relax_ops(new) == relax_ops(mod)
 
 
 def _bn_conv_module():

@@ -45,12 +45,22 @@ def _foldable_op(node: Node) -> bool:
     return all(isinstance(t, TensorTy) and t.dtype in FOLDED_DTYPES for t in tys)
 
 
+def _readable_constant(node: Node) -> bool:
+    """A bound constant numpy reads without ml_dtypes: a float dtype it holds, an integer or a
+    bool (not bfloat16 or float8)."""
+    dtype = node.ty.dtype if isinstance(node.ty, TensorTy) else ""
+    return dtype in FOLDED_DTYPES or dtype == "bool" or dtype.startswith(("int", "uint"))
+
+
 def _constant_nodes(graph: TensorGraph, order: list[int]) -> set[int]:
     """Every reachable node computed from bound constants alone, by ops that can be folded."""
     constant: set[int] = set()
     for nid in order:
         n = graph.nodes[nid]
-        if n.op == CONST or (n.op not in (INPUT, OPAQUE) and _foldable_op(n) and all(i in constant for i in n.inputs)):
+        if n.op == CONST:
+            if _readable_constant(n):
+                constant.add(nid)
+        elif n.op not in (INPUT, OPAQUE) and _foldable_op(n) and all(i in constant for i in n.inputs):
             constant.add(nid)
     return constant
 

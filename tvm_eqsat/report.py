@@ -18,7 +18,7 @@ class FunctionReport:
     eclasses: int = 0
     blocks: int = 0  # dataflow blocks optimised
     iterations: int = 0
-    constants_folded: int = 0  # weight-only subgraphs the pass computed (fold.py), not left for TVM
+    constants_folded: int = 0  # constants the pass computed (fold.py), each for a weight-only subgraph TVM would fold
     stop_reason: str = ""
     rules_applied: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)

@@ -243,6 +243,7 @@ class BlockResult(NamedTuple):
 
 
 def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, force: bool = False) -> BlockResult:
+    """Grow the block's e-graph and extract; a cheaper graph is folded and validated."""
     t = time.perf_counter()
     egraph = TensorEGraph(graph, ctx.program)
     report.add_seconds("build_egraph", time.perf_counter() - t)
@@ -318,8 +319,10 @@ def _validated(
     """``folded`` (``new_graph`` with its constants folded) if it computes what ``graph``
     computes, else ``new_graph`` if that does; RewriteRejected if neither does."""
     result = validate(graph, folded, seed=ctx.opts.seed)
+    report.add_seconds("validate", result.seconds)
     if not result.ok and folded is not new_graph:
         unfolded = validate(graph, new_graph, seed=ctx.opts.seed)
+        report.add_seconds("validate", unfolded.seconds)
         if unfolded.ok:
             log.warning(
                 "constant folding changed output %s by %.3g of its magnitude; the block keeps its "
@@ -328,7 +331,6 @@ def _validated(
                 result.max_rel_diff,
             )
             result, folded = unfolded, new_graph
-    report.add_seconds("validate", result.seconds)
     v = report.validation
     v["blocks"] = v.get("blocks", 0) + 1
     v["max_rel_diff"] = max(v.get("max_rel_diff", 0.0), result.max_rel_diff)
