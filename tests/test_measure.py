@@ -462,6 +462,7 @@ def rpc_tracker():
             p.wait(timeout=10)
 
 
+@pytest.mark.slow  # 25 s on a 2-core Zen 3 (a tracker and two servers start); RPC measurement is opt-in
 def test_measure_through_rpc_tracker(rpc_tracker, tmp_path):
     """Timing and tuning candidates run on the servers behind the tracker."""
     local = measure.measure(MATMUL, "llvm", flow="default", repeat=5)
