@@ -95,14 +95,20 @@ def main() -> None:
     from tvm_eqsat import provenance
 
     stem = f"build-time-llvm-O{args.opt_level}" + ("-small" if args.small else "")
-    out = ROOT / "benchmarks" / "results"
-    lines = [
-        f"# Build time of the pass's modules, llvm -O{args.opt_level}{' (small models)' if args.small else ''}",
-        "",
+    header = (
+        f"# Build time of the pass's modules, llvm -O{args.opt_level}{' (small models)' if args.small else ''}\n\n"
         f"`python scripts/build_time.py {' '.join(sys.argv[1:])}` on a {os.cpu_count()}-core "
         f"{provenance.cpu_name()}, {time.strftime('%Y-%m-%d')}. `tvm.compile` with the target's default "
         "pipeline (untuned); the pass with its defaults; `fold_constants=False` leaves the constant "
-        "subgraphs the rewrites create to TVM's `FoldConstant`.",
+        "subgraphs the rewrites create to TVM's `FoldConstant`.\n"
+    )
+    doc = {**provenance.record(), "command": " ".join(["python scripts/build_time.py", *sys.argv[1:]]), "rows": rows}
+    provenance.write_results(ROOT / "benchmarks" / "results" / stem, doc, lambda d: header + _table(d["rows"]))
+    print(header + _table(rows))
+
+
+def _table(rows: list[dict]) -> str:
+    lines = [
         "",
         "| model | constants folded | pass s | of which folding | build original s | build unfolded s "
         "| build folded s | max rel. diff |",
@@ -114,14 +120,7 @@ def main() -> None:
             f"{r['build_original_s']:.2f} | {r['build_unfolded_s']:.2f} | {r['build_folded_s']:.2f} | "
             f"{r['max_rel_diff']:.2g} |"
         )
-    (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
-    sidecar = {
-        **provenance.record(),
-        "command": " ".join(["python scripts/build_time.py", *sys.argv[1:]]),
-        "rows": rows,
-    }
-    (out / f"{stem}.json").write_text(json.dumps(sidecar, indent=1))
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
