@@ -21,7 +21,7 @@ def _folded_module(mod: tvm.IRModule, weights=()) -> tuple[tvm.IRModule, int]:
     """``mod`` with its one block's constants folded by ``fold_constants``."""
     func = mod["main"]
     block = func.body.blocks[0]
-    g, n = fold.fold_constants(graph_from_block(block, weights))
+    g, n, _ = fold.fold_constants(graph_from_block(block, weights))
     body = relax.SeqExpr([block_from_graph(g)], func.body.body)
     new = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs)
     out = mod.clone()
@@ -58,7 +58,7 @@ def test_nothing_that_reads_a_parameter_is_folded():
     mod = module([x, w], lambda bb, x, w: R.matmul(x, bb.emit(R.multiply(w, const((8, 8))))))
     block = mod["main"].body.blocks[0]
     g = graph_from_block(block, [w])
-    assert fold.fold_constants(g) == (g, 0)
+    assert fold.fold_constants(g) == (g, 0, None)
 
 
 def test_a_constant_split_folds_part_by_part():
@@ -164,7 +164,7 @@ def test_a_fold_that_fails_validation_leaves_the_subgraph_for_tvm(monkeypatch, c
         new, report = optimize(mod, "llvm", cost_model="roofline")
     f = report.functions["main"]
     assert f.changed and f.constants_folded == 0 and not report.alarms
-    assert "constant folding changed output" in caplog.text
+    assert "constant folding changed" in caplog.text
     assert "relax.nn.batch_norm" not in relax_ops(new) and "relax.multiply" in relax_ops(new)
     assert_close(mod, new, rtol=1e-5)
 
@@ -183,7 +183,7 @@ def test_only_what_the_rewrite_created_is_folded():
 
     mod = module([x], body)
     g = graph_from_block(mod["main"].body.blocks[0])
-    assert fold.fold_constants(g, g) == (g, 0)
+    assert fold.fold_constants(g, g) == (g, 0, None)
     new, report = optimize(mod, "llvm", cost_model="roofline")
     assert report.functions["main"].constants_folded == 2
     assert relax_ops(new).get("relax.permute_dims") == 1 and "relax.multiply" not in relax_ops(new)

@@ -161,6 +161,35 @@ def test_a_wrong_rule_of_the_right_type_fails_translation_validation(monkeypatch
     assert not report.functions["main"].changed and relax_ops(new) == relax_ops(mod)
 
 
+def test_a_wrong_rewrite_the_outputs_hide_fails_at_its_checkpoint(monkeypatch):
+    """A wrong rewrite whose error shrinks below the tolerance by the outputs (here a scale of
+    1e-9 before a large bias; in VGG-19 with random weights, 16 layers) still fails: the
+    rewritten node is compared with the original one of its e-class."""
+    _with_rules(monkeypatch, '(rewrite (Relu x) (Sigmoid x) :name "bad-relu")')
+    monkeypatch.setattr(transform, "MIN_GAIN", -1.0)
+    monkeypatch.setattr(
+        transform,
+        "snapshot_node_cost",
+        lambda snap, cost, roots=None: lambda c, n: 1.0 if n.op == "Sigmoid" else (10.0 if n.children else 0.001),
+    )
+    x = tensor("x", (2, 3))
+    scale, bias = relax.const(np.full((2, 3), 1e-9, "float32")), relax.const(np.full((2, 3), 10.0, "float32"))
+    mod = module([x], lambda bb, x: R.add(R.multiply(bb.emit(R.nn.relu(x)), scale), bias))
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    relu = [n.op for n in g.nodes].index("Relu")
+    wrong = g.with_nodes(
+        [n if n.op != "Relu" else graph.Node("Sigmoid", (), n.inputs, n.ty, False) for n in g.nodes], g.outputs
+    )
+    assert validate(g, wrong).ok  # the outputs alone miss it
+    caught = validate(g, wrong, checkpoints=[(relu, relu)])
+    assert not caught.ok and caught.checkpoints == 1 and caught.failed_output == f"intermediate Relu (node {relu})"
+    unread = len(wrong.nodes)  # a node no output reaches (a split that splits_to_slices replaced) is skipped
+    assert validate(g, wrong, checkpoints=[(relu, unread), (relu, relu)]).checkpoints == 1
+    new, report = tvm_eqsat.optimize(mod, "llvm")
+    assert len(report.alarms) == 1 and "intermediate Relu" in report.alarms[0] and "bad-relu" in report.alarms[0]
+    assert not report.functions["main"].changed and relax_ops(new) == relax_ops(mod)
+
+
 def test_validate_compares_outputs():
     mod = _relu_block()
     g = graph.graph_from_block(mod["main"].body.blocks[0])
@@ -278,12 +307,20 @@ def test_interpreter_max_pool_ceil_mode_matches_tvm(size, stride, pad, hw):
 
 
 def test_the_pass_reports_validation():
-    mod = _siblings(1)
+    x = tensor("x", (1, 8, 12, 12))
+
+    def body(bb, x):  # a conv and its batch norm: the pass folds the one into the other
+        c = bb.emit(R.nn.conv2d(x, const((8, 8, 3, 3)), padding=1))
+        var = relax.const(np.linspace(0.5, 2.0, 8, dtype="float32"))
+        bn = bb.emit(R.nn.batch_norm(c, *(const((8,), seed=k) for k in (1, 2, 3)), var, axis=1, training=False))
+        return R.nn.relu(relax.TupleGetItem(bn, 0))
+
+    mod = module([x], body)
     _, report = tvm_eqsat.optimize(mod, "llvm", flow="default")
     f = report.functions["main"]
-    if f.changed:
-        assert f.validation["blocks"] == 1 and f.validation["max_rel_diff"] < 1e-5
-        assert "validate" in f.seconds
+    assert f.changed and f.validation["blocks"] == 1 and f.validation["max_rel_diff"] < 1e-5
+    assert f.validation["checkpoints"] >= 1  # the batch norm's value, computed by the folded conv
+    assert "validate" in f.seconds
     _, report = tvm_eqsat.optimize(mod, "llvm", flow="default", validate=False)
     assert not report.functions["main"].validation
 

@@ -18,7 +18,7 @@ random function of its inputs (``Interpreter``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -330,9 +330,19 @@ class Interpreter:
         """The values of ``graph``'s outputs, in order."""
         return self.outputs_of([graph])[0]
 
-    def outputs_of(self, graphs: list[TensorGraph]) -> list[list[Any]]:
+    def outputs_of(
+        self,
+        graphs: list[TensorGraph],
+        pairs: Sequence[tuple[int, int]] = (),
+        on_pair: Callable[[int, Any, Any], None] | None = None,
+    ) -> list[list[Any]]:
         """The outputs of each graph, evaluating every structurally distinct node once and
-        dropping each intermediate value as soon as its last consumer has run."""
+        dropping each intermediate value as soon as its last consumer has run.
+
+        ``pairs`` name nodes of ``graphs[0]`` and ``graphs[1]`` that must compute the same
+        value: ``on_pair(i, first, second)`` sees the two values of the ``i``-th pair (not
+        called for structurally equal pairs, nor for a node no output reaches), and each is
+        held only until it has."""
         sids = [self.keys(g) for g in graphs]
         order: list[tuple[int, TensorGraph, int, list[int]]] = []  # children first
         seen: set[int] = set(self.values)
@@ -347,13 +357,39 @@ class Interpreter:
                     for k in kids:
                         uses[k] = uses.get(k, 0) + 1
         keep = {sid[r] for g, sid in zip(graphs, sids) for _, r in g.outputs}
+        pending: dict[int, list[int]] = {}  # structural id -> the unchecked pairs it is in
+        sid_pairs = [(sids[0].get(a), sids[1].get(b)) for a, b in pairs]
+        for i, (a, b) in enumerate(sid_pairs):
+            if a != b and a is not None and b is not None:  # (a node no output reaches is not computed)
+                pending.setdefault(a, []).append(i)
+                pending.setdefault(b, []).append(i)
+
+        def release(s: int) -> None:
+            if not uses.get(s) and s not in keep and not pending.get(s):
+                self.values.pop(s, None)
+
+        def check(s: int) -> None:
+            for i in pending.pop(s, []):
+                a, b = sid_pairs[i]
+                other = b if s == a else a
+                if other in self.values:
+                    on_pair(i, self.values[a], self.values[b])
+                    pending[other].remove(i)
+                    release(other)
+                else:
+                    pending.setdefault(s, []).append(i)  # wait for its partner
+
         with np.errstate(all="ignore"):  # random inputs reach sqrt of negatives, exp overflows: both graphs alike
+            for s in [s for s in pending if s in self.values]:  # values held from an earlier call
+                check(s)
             for s, g, nid, kids in order:
                 self.values[s] = self._eval(g, nid, [self.values[k] for k in kids])
+                if s in pending:
+                    check(s)
                 for k in kids:
                     uses[k] -= 1
-                    if not uses[k] and k not in keep:
-                        del self.values[k]
+                    release(k)
+                release(s)  # a value nothing reads, held for a pair already checked
         return [[self.values[sid[r]] for _, r in g.outputs] for g, sid in zip(graphs, sids)]
 
     def _eval(self, graph: TensorGraph, nid: int, xs: list) -> Any:

@@ -583,17 +583,44 @@ def extract(
     return choice
 
 
+def _chosen_classes(snap: Snapshot, choice: dict[int, ENode], original: TensorGraph) -> list[int]:
+    """The classes the chosen terms for the original outputs reach, children first: the
+    rebuilt graph's node ids, in order."""
+    roots = [snap.root_of[nid] for _, nid in original.outputs]
+    return topological_order(roots, lambda c: choice[c].children)
+
+
 def choice_to_graph(snap: Snapshot, choice: dict[int, ENode], original: TensorGraph) -> TensorGraph:
     """The chosen terms for the original outputs as a TensorGraph (cycle-checked)."""
-    roots = [snap.root_of[nid] for _, nid in original.outputs]
     nodes: list[Node] = []
     made: dict[int, int] = {}
-    for c in topological_order(roots, lambda c: choice[c].children):
+    for c in _chosen_classes(snap, choice, original):
         node = choice[c]
         inputs = tuple(made[k] for k in node.children)
         nodes.append(Node(node.op, node.attrs, inputs, snap.ty[c], snap.is_const[c]))
         made[c] = len(nodes) - 1
     return original.with_nodes(nodes, [(var, made[snap.root_of[nid]]) for var, nid in original.outputs])
+
+
+def rewrite_sites(snap: Snapshot, choice: dict[int, ENode], original: TensorGraph) -> list[tuple[int, int]]:
+    """(original node, node of ``choice_to_graph``'s graph) for each e-class that both
+    graphs compute but where the choice is another e-node than the original's (another
+    op, attributes or input classes): where the rewrite claims an equality, so where
+    translation validation checks values, not only at the outputs."""
+    made = {c: i for i, c in enumerate(_chosen_classes(snap, choice, original))}
+    sites = []
+    for nid in original.reachable():
+        c = snap.root_of.get(nid)
+        if c not in made:
+            continue
+        n, chosen = original.nodes[nid], choice[c]
+        if (chosen.op, chosen.attrs, tuple(chosen.children)) != (
+            n.op,
+            n.attrs,
+            tuple(snap.root_of.get(i) for i in n.inputs),
+        ):
+            sites.append((nid, made[c]))
+    return sites
 
 
 def dag_cost(graph: TensorGraph, cost_model) -> float:

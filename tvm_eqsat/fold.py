@@ -23,7 +23,7 @@ constant subgraph, for TVM to fold as before.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from tvm import relax
@@ -150,11 +150,17 @@ def _as_constant(value: np.ndarray, ty: TensorTy):
     return relax.const(np.ascontiguousarray(value), ty.dtype)
 
 
-def fold_constants(graph: TensorGraph, original: TensorGraph | None = None) -> tuple[TensorGraph, int]:
-    """(``graph`` with its foldable constant subgraphs replaced by their values, how many
-    were folded).  With ``original`` (the block ``graph`` was rewritten from, same leaf
-    tables), only subgraphs the rewrite created are folded.  The graph is returned as it
-    is when there is nothing to fold."""
+class Folded(NamedTuple):
+    graph: TensorGraph
+    count: int  # constant subgraphs folded
+    node_of: dict[int, int] | None  # each kept node's id in ``graph``; None: ids unchanged
+
+
+def fold_constants(graph: TensorGraph, original: TensorGraph | None = None) -> Folded:
+    """``graph`` with its foldable constant subgraphs replaced by their values.  With
+    ``original`` (the block ``graph`` was rewritten from, same leaf tables), only subgraphs
+    the rewrite created are folded.  The graph is returned as it is when there is nothing
+    to fold."""
     order = graph.reachable()
     constant = _constant_nodes(graph, order)
     frontier = _frontier(graph, order, constant)
@@ -164,7 +170,7 @@ def fold_constants(graph: TensorGraph, original: TensorGraph | None = None) -> t
         ids = structural_ids(graph, table)
         frontier = [nid for nid in frontier if ids[nid] not in before]
     if not frontier:
-        return graph, 0
+        return Folded(graph, 0, None)
     values = _values(graph, order, constant, set(frontier))
     constants = list(graph.constants)
     folded: dict[int, int] = {}  # node -> index of its value in ``constants``
@@ -175,7 +181,7 @@ def fold_constants(graph: TensorGraph, original: TensorGraph | None = None) -> t
                 constants.append(value)
                 folded[nid] = len(constants) - 1
     if not folded:
-        return graph, 0
+        return Folded(graph, 0, None)
     # keep the ids topological (``block_from_graph`` emits in id order): each node in
     # its old place, a folded node as a Const there, and what only folded nodes read dropped
     kept: set[int] = set()
@@ -196,7 +202,7 @@ def fold_constants(graph: TensorGraph, original: TensorGraph | None = None) -> t
             nodes.append(Node(n.op, n.attrs, tuple(new_id[i] for i in n.inputs), n.ty, n.is_const))
         new_id[nid] = len(nodes) - 1
     outputs = [(var, new_id[nid]) for var, nid in graph.outputs]
-    return TensorGraph(nodes, graph.inputs, constants, graph.opaques, outputs), len(folded)
+    return Folded(TensorGraph(nodes, graph.inputs, constants, graph.opaques, outputs), len(folded), new_id)
 
 
-__all__ = ["fold_constants"]
+__all__ = ["Folded", "fold_constants"]

@@ -22,8 +22,8 @@ from . import cost as cost_mod
 from .alarms import diagnose
 from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
-from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, snapshot_node_cost
-from .fold import fold_constants
+from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, rewrite_sites, snapshot_node_cost
+from .fold import Folded, fold_constants
 from .fusion import splits_to_slices
 from .graph import (
     TensorGraph,
@@ -284,6 +284,7 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
     choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost, roots), ctx.opts.extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
+    sites = rewrite_sites(snap, choice, graph)  # (splits_to_slices keeps node ids)
     if not force:  # (force: the roundtrip, a check of the conversions alone)
         new_graph = splits_to_slices(new_graph)  # the form TVM fuses better, where it is
     before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
@@ -292,12 +293,13 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     better = after < before * (1.0 - MIN_GAIN) and new_graph.signature() != graph.signature()
     if better:
         t = time.perf_counter()
-        folded, n_folded = fold_constants(new_graph, graph) if ctx.opts.fold_constants else (new_graph, 0)
+        folding = fold_constants(new_graph, graph) if ctx.opts.fold_constants else Folded(new_graph, 0, None)
         report.add_seconds("fold", time.perf_counter() - t)
+        folded = folding.graph
         if ctx.opts.validate:
-            folded = _validated(graph, new_graph, folded, ctx, report, growth.rules_applied)
+            folded = _validated(graph, new_graph, folding, sites, ctx, report, growth.rules_applied)
         if folded is not new_graph:
-            report.constants_folded += n_folded
+            report.constants_folded += folding.count
         return BlockResult(folded, before, after, new_graph)
     if force:
         return BlockResult(new_graph, before, after, new_graph)
@@ -311,21 +313,25 @@ class RewriteRejected(Exception):
 def _validated(
     graph: TensorGraph,
     new_graph: TensorGraph,
-    folded: TensorGraph,
+    folding: Folded,
+    sites: list[tuple[int, int]],
     ctx: _Context,
     report: FunctionReport,
     rules_applied: dict[str, int],
 ) -> TensorGraph:
-    """``folded`` (``new_graph`` with its constants folded) if it computes what ``graph``
-    computes, else ``new_graph`` if that does; RewriteRejected if neither does."""
-    result = validate(graph, folded, seed=ctx.opts.seed)
+    """``folding``'s graph (``new_graph`` with its constants folded) if it computes what
+    ``graph`` computes, at the outputs and at the rewrite ``sites``, else ``new_graph`` if
+    that does; RewriteRejected if neither does."""
+    folded, node_of = folding.graph, folding.node_of
+    checkpoints = sites if node_of is None else [(a, node_of[b]) for a, b in sites if b in node_of]
+    result = validate(graph, folded, seed=ctx.opts.seed, checkpoints=checkpoints)
     report.add_seconds("validate", result.seconds)
     if not result.ok and folded is not new_graph:
-        unfolded = validate(graph, new_graph, seed=ctx.opts.seed)
+        unfolded = validate(graph, new_graph, seed=ctx.opts.seed, checkpoints=sites)
         report.add_seconds("validate", unfolded.seconds)
         if unfolded.ok:
             log.warning(
-                "constant folding changed output %s by %.3g of its magnitude; the block keeps its "
+                "constant folding changed %s by %.3g of its magnitude; the block keeps its "
                 "constant subgraphs for TVM to fold",
                 result.failed_output,
                 result.max_rel_diff,
@@ -334,10 +340,11 @@ def _validated(
     v = report.validation
     v["blocks"] = v.get("blocks", 0) + 1
     v["max_rel_diff"] = max(v.get("max_rel_diff", 0.0), result.max_rel_diff)
+    v["checkpoints"] = v.get("checkpoints", 0) + result.checkpoints
     if not result.ok:
         rules = suspects(ctx.library, rules_applied, graph, new_graph) or sorted(rules_applied)
         raise RewriteRejected(
-            f"rewrite failed translation validation (output {result.failed_output}: relative difference "
+            f"rewrite failed translation validation ({result.failed_output}: relative difference "
             f"{result.max_rel_diff:.3g}); rules that made its new nodes: {', '.join(rules) or 'none'}"
         )
     return folded

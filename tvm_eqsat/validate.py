@@ -2,7 +2,12 @@
 
 The original block and its rewrite run on the same random inputs in the reference
 interpreter (``evaluate``); a relative difference above ``RTOL`` on any
-output rejects the rewrite.  Random inputs can miss a bug that only some inputs
+output rejects the rewrite.  So does one at a *checkpoint*: a node of the original and a
+node of the rewrite that the e-graph holds in one e-class (the pass names the pairs where
+the rewrite chose another e-node, ``rewrite_sites``).  Outputs alone can hide a wrong
+rewrite: through 16 layers of VGG-19 with random weights the signal shrinks until the
+biases decide the logits, and a direct conv and its Winograd form gave bit-equal float64
+outputs.  Random inputs can miss a bug that only some inputs
 expose (a rule that is wrong only where a value is zero, say); a rule that is
 wrong for the shapes and attributes at hand shows on any input.  Ops the pass does
 not model (opaque calls) are never rewritten and are stood in for by random
@@ -12,6 +17,7 @@ functions of their inputs, so what is checked is everything around them.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .evaluate import Interpreter, relative_difference
@@ -25,23 +31,41 @@ RTOL = 1e-4  # equal functions agree to ~1e-12 in the interpreter (~1e-7 through
 class Validation:
     ok: bool
     max_rel_diff: float
-    failed_output: str | None  # the first output that differs
+    failed_output: str | None  # the first output or checkpoint that differs
     seconds: float
     tvm_nodes: int  # nodes the interpreter ran through TVM
+    checkpoints: int = 0  # checkpoint pairs compared (structurally equal pairs are not)
 
 
-def validate(original: TensorGraph, new: TensorGraph, seed: int = 0, rtol: float = RTOL) -> Validation:
-    """Compare ``new`` with ``original`` (same leaf tables) on one set of random inputs."""
+def validate(
+    original: TensorGraph,
+    new: TensorGraph,
+    seed: int = 0,
+    rtol: float = RTOL,
+    checkpoints: Sequence[tuple[int, int]] = (),
+) -> Validation:
+    """Compare ``new`` with ``original`` (same leaf tables) on one set of random inputs: the
+    outputs, and each ``(original node, new node)`` pair of ``checkpoints``."""
     start = time.perf_counter()
     interp = Interpreter(seed)
-    ref, got = interp.outputs_of([original, new])
-    worst, failed = 0.0, None
+    worst, failed, compared = 0.0, None, 0
+
+    def compare(i: int, a, b) -> None:
+        nonlocal worst, failed, compared
+        compared += 1
+        diff = relative_difference(a, b)
+        worst = max(worst, diff)
+        if diff > rtol and failed is None:
+            nid = checkpoints[i][0]
+            failed = f"intermediate {original.nodes[nid].op} (node {nid})"
+
+    ref, got = interp.outputs_of([original, new], checkpoints, compare)
     for (var, _), a, b in zip(original.outputs, ref, got):
         diff = relative_difference(a, b)
         worst = max(worst, diff)
         if diff > rtol and failed is None:
-            failed = var.name
-    return Validation(failed is None, worst, failed, time.perf_counter() - start, interp.tvm_nodes)
+            failed = f"output {var.name}"
+    return Validation(failed is None, worst, failed, time.perf_counter() - start, interp.tvm_nodes, compared)
 
 
 def suspects(library: RuleLibrary, rules_applied: dict[str, int], original: TensorGraph, new: TensorGraph) -> list[str]:
