@@ -470,6 +470,9 @@ def check(
                 changed = [n for n, f in report.functions.items() if f.changed]
                 if stats is not None:
                     stats["changed by the pass"] += len(changed)
+                    stats["checkpoints validated"] += sum(
+                        f.validation.get("checkpoints", 0) for f in report.functions.values()
+                    )
             else:
                 new, families = mod, load_library().families
                 for n in names:
