@@ -19,7 +19,7 @@ from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.evaluate import Interpreter, relative_difference
 from tvm_eqsat.language import typed_constructors
 from tvm_eqsat.rules import RuleLibrary, load_library, parse_rules
-from tvm_eqsat.validate import validate
+from tvm_eqsat.validate import suspects, validate
 
 fuzz = load_script("fuzz")
 
@@ -188,6 +188,28 @@ def test_a_wrong_rewrite_the_outputs_hide_fails_at_its_checkpoint(monkeypatch):
     new, report = tvm_eqsat.optimize(mod, "llvm")
     assert len(report.alarms) == 1 and "intermediate Relu" in report.alarms[0] and "bad-relu" in report.alarms[0]
     assert not report.functions["main"].changed and relax_ops(new) == relax_ops(mod)
+
+
+def test_the_failing_checkpoint_narrows_the_suspects():
+    """Two rules fired and each made a new op; only the one under the failing checkpoint is named."""
+    library = RuleLibrary(
+        tuple(
+            parse_rules(
+                '(rewrite (Relu x) (Sigmoid x) :name "bad-relu") (rewrite (Exp x) (Tanh x) :name "other")', "bad"
+            )
+        )
+    )
+    x, y = tensor("x", (2, 3)), tensor("y", (2, 3))
+    mod = module([x, y], lambda bb, x, y: relax.Tuple([bb.emit(R.nn.relu(x)), bb.emit(R.exp(y))]))
+    g = graph.graph_from_block(mod["main"].body.blocks[0])
+    swap = {"Relu": "Sigmoid", "Exp": "Tanh"}
+    new = g.with_nodes(
+        [graph.Node(swap.get(n.op, n.op), n.attrs, n.inputs, n.ty, n.is_const) for n in g.nodes], g.outputs
+    )
+    relu = [n.op for n in g.nodes].index("Relu")
+    fired = {"bad-relu": 1, "other": 1}
+    assert suspects(library, fired, g, new) == ["bad-relu", "other"]
+    assert suspects(library, fired, g, new, below=relu) == ["bad-relu"]
 
 
 def test_validate_compares_outputs():

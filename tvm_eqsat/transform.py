@@ -326,9 +326,11 @@ def _validated(
     checkpoints = sites if node_of is None else [(a, node_of[b]) for a, b in sites if b in node_of]
     result = validate(graph, folded, seed=ctx.opts.seed, checkpoints=checkpoints)
     report.add_seconds("validate", result.seconds)
+    failed_node = result.failed_node if folded is new_graph else None  # (in new_graph's ids)
     if not result.ok and folded is not new_graph:
         unfolded = validate(graph, new_graph, seed=ctx.opts.seed, checkpoints=sites)
         report.add_seconds("validate", unfolded.seconds)
+        failed_node = unfolded.failed_node
         if unfolded.ok:
             log.warning(
                 "constant folding changed %s by %.3g of its magnitude; the block keeps its "
@@ -342,7 +344,7 @@ def _validated(
     v["max_rel_diff"] = max(v.get("max_rel_diff", 0.0), result.max_rel_diff)
     v["checkpoints"] = v.get("checkpoints", 0) + result.checkpoints
     if not result.ok:
-        rules = suspects(ctx.library, rules_applied, graph, new_graph) or sorted(rules_applied)
+        rules = suspects(ctx.library, rules_applied, graph, new_graph, failed_node) or sorted(rules_applied)
         raise RewriteRejected(
             f"rewrite failed translation validation ({result.failed_output}: relative difference "
             f"{result.max_rel_diff:.3g}); rules that made its new nodes: {', '.join(rules) or 'none'}"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .evaluate import Interpreter, relative_difference
-from .graph import TensorGraph
+from .graph import TensorGraph, topological_order
 from .rules import RuleLibrary
 
 RTOL = 1e-4  # equal functions agree to ~1e-12 in the interpreter (~1e-7 through a node TVM runs in float32); wrong rewrites differ by far more
@@ -35,6 +35,7 @@ class Validation:
     seconds: float
     tvm_nodes: int  # nodes the interpreter ran through TVM
     checkpoints: int = 0  # checkpoint pairs compared (structurally equal pairs are not)
+    failed_node: int | None = None  # the new graph's node at the first checkpoint that differs
 
 
 def validate(
@@ -48,15 +49,15 @@ def validate(
     outputs, and each ``(original node, new node)`` pair of ``checkpoints``."""
     start = time.perf_counter()
     interp = Interpreter(seed)
-    worst, failed, compared = 0.0, None, 0
+    worst, failed, failed_node, compared = 0.0, None, None, 0
 
     def compare(i: int, a, b) -> None:
-        nonlocal worst, failed, compared
+        nonlocal worst, failed, failed_node, compared
         compared += 1
         diff = relative_difference(a, b)
         worst = max(worst, diff)
         if diff > rtol and failed is None:
-            nid = checkpoints[i][0]
+            nid, failed_node = checkpoints[i]
             failed = f"intermediate {original.nodes[nid].op} (node {nid})"
 
     ref, got = interp.outputs_of([original, new], checkpoints, compare)
@@ -65,12 +66,21 @@ def validate(
         worst = max(worst, diff)
         if diff > rtol and failed is None:
             failed = f"output {var.name}"
-    return Validation(failed is None, worst, failed, time.perf_counter() - start, interp.tvm_nodes, compared)
+    seconds = time.perf_counter() - start
+    return Validation(failed is None, worst, failed, seconds, interp.tvm_nodes, compared, failed_node)
 
 
-def suspects(library: RuleLibrary, rules_applied: dict[str, int], original: TensorGraph, new: TensorGraph) -> list[str]:
+def suspects(
+    library: RuleLibrary,
+    rules_applied: dict[str, int],
+    original: TensorGraph,
+    new: TensorGraph,
+    below: int | None = None,
+) -> list[str]:
     """The rules that fired and create an op the rewrite added (not in the original):
-    the candidates for a rewrite that failed validation."""
+    the candidates for a rewrite that failed validation.  With ``below`` (the new node at
+    a checkpoint that failed), only the ops added in that node's inputs count."""
     old = {(n.op, n.attrs) for n in (original.nodes[i] for i in original.reachable())}
-    added = {new.nodes[i].op for i in new.reachable() if (new.nodes[i].op, new.nodes[i].attrs) not in old}
+    cone = new.reachable() if below is None else topological_order([below], lambda nid: new.nodes[nid].inputs)
+    added = {new.nodes[i].op for i in cone if (new.nodes[i].op, new.nodes[i].attrs) not in old}
     return [r.name for r in library.rules if rules_applied.get(r.name) and r.creates & added]
