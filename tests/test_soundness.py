@@ -212,6 +212,27 @@ def test_the_failing_checkpoint_narrows_the_suspects():
     assert suspects(library, fired, g, new, below=relu) == ["bad-relu"]
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_checkpoint_schedule_runs_every_node_once_after_its_inputs(seed):
+    """With checkpoint pairs the two graphs run interleaved (``evaluate._schedule``): still a
+    topological order of both, each node once."""
+    import random
+
+    from tvm_eqsat.evaluate import _schedule
+
+    g = graph.graph_from_block(fuzz.to_module(fuzz.random_program(seed))["main"].body.blocks[0])
+    order = g.reachable()
+    rng = random.Random(seed)
+    pairs = list(zip(rng.sample(order, len(order) // 2), rng.sample(order, len(order) // 2)))
+    seq = _schedule([g, g], pairs)
+    position = {item: i for i, item in enumerate(seq)}
+    assert len(position) == len(seq) == 2 * len(order)
+    for (gi, nid), i in position.items():
+        assert all(position[(gi, k)] < i for k in g.nodes[nid].inputs)
+    for a, b in pairs:  # each pair's first-graph node runs before its second-graph partner
+        assert position[(0, a)] < position[(1, b)]
+
+
 def test_validate_compares_outputs():
     mod = _relu_block()
     g = graph.graph_from_block(mod["main"].body.blocks[0])

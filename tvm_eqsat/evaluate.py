@@ -342,20 +342,22 @@ class Interpreter:
         ``pairs`` name nodes of ``graphs[0]`` and ``graphs[1]`` that must compute the same
         value: ``on_pair(i, first, second)`` sees the two values of the ``i``-th pair (not
         called for structurally equal pairs, nor for a node no output reaches), and each is
-        held only until it has."""
+        held only until it has: the first graph's nodes run just before their partners
+        (``_schedule``), so the two graphs' values at each pair are held together, not the
+        first graph's at every pair until the second graph runs."""
         sids = [self.keys(g) for g in graphs]
         order: list[tuple[int, TensorGraph, int, list[int]]] = []  # children first
         seen: set[int] = set(self.values)
         uses: dict[int, int] = {}
-        for g, sid in zip(graphs, sids):
-            for nid in g.reachable():
-                s = sid[nid]
-                if s not in seen:
-                    seen.add(s)
-                    kids = [sid[i] for i in g.nodes[nid].inputs]
-                    order.append((s, g, nid, kids))
-                    for k in kids:
-                        uses[k] = uses.get(k, 0) + 1
+        for gi, nid in _schedule(graphs, pairs):
+            g, sid = graphs[gi], sids[gi]
+            s = sid[nid]
+            if s not in seen:
+                seen.add(s)
+                kids = [sid[i] for i in g.nodes[nid].inputs]
+                order.append((s, g, nid, kids))
+                for k in kids:
+                    uses[k] = uses.get(k, 0) + 1
         keep = {sid[r] for g, sid in zip(graphs, sids) for _, r in g.outputs}
         pending: dict[int, list[int]] = {}  # structural id -> the unchecked pairs it is in
         sid_pairs = [(sids[0].get(a), sids[1].get(b)) for a, b in pairs]
@@ -418,6 +420,42 @@ class Interpreter:
         out = random_value(n.ty, self.rng)
         calls.append((xs, out))
         return out
+
+
+def _schedule(graphs: list[TensorGraph], pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(graph index, node) for every reachable node of each graph, children first.  Without
+    ``pairs``, graph by graph; with them, the second graph drives, and each node of the first
+    that is paired with one of the second's runs (with what it reads and has not run yet)
+    just before it."""
+    if not pairs or len(graphs) < 2:
+        return [(gi, nid) for gi, g in enumerate(graphs) for nid in g.reachable()]
+    first, second = graphs[0], graphs[1]
+    partner: dict[int, list[int]] = {}
+    for a, b in pairs:
+        partner.setdefault(b, []).append(a)
+    first_order = first.reachable()
+    reached = set(first_order)
+    done: set[int] = set()
+    seq: list[tuple[int, int]] = []
+
+    def pull(root: int) -> None:  # the first graph's cone of ``root``, less what ran, children first
+        stack = [(root, False)]
+        while stack:
+            nid, expanded = stack.pop()
+            if expanded:
+                seq.append((0, nid))
+            elif nid not in done:
+                done.add(nid)
+                stack.append((nid, True))
+                stack.extend((k, False) for k in reversed(first.nodes[nid].inputs))
+
+    for nid in second.reachable():
+        for a in partner.get(nid, ()):
+            if a in reached:
+                pull(a)
+        seq.append((1, nid))
+    seq += [(0, nid) for nid in first_order if nid not in done]
+    return seq + [(gi, nid) for gi, g in enumerate(graphs[2:], 2) for nid in g.reachable()]
 
 
 def _held(value):
