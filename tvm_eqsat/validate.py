@@ -51,21 +51,22 @@ def validate(
     interp = Interpreter(seed)
     worst, failed, failed_node, compared = 0.0, None, None, 0
 
-    def compare(i: int, a, b) -> None:
-        nonlocal worst, failed, failed_node, compared
-        compared += 1
+    def record(a, b, where: str, node: int | None = None) -> None:
+        nonlocal worst, failed, failed_node
         diff = relative_difference(a, b)
         worst = max(worst, diff)
         if diff > rtol and failed is None:
-            nid, failed_node = checkpoints[i]
-            failed = f"intermediate {original.nodes[nid].op} (node {nid})"
+            failed, failed_node = where, node
+
+    def compare(i: int, a, b) -> None:
+        nonlocal compared
+        compared += 1
+        nid, new_nid = checkpoints[i]
+        record(a, b, f"intermediate {original.nodes[nid].op} (node {nid})", new_nid)
 
     ref, got = interp.outputs_of([original, new], checkpoints, compare)
     for (var, _), a, b in zip(original.outputs, ref, got):
-        diff = relative_difference(a, b)
-        worst = max(worst, diff)
-        if diff > rtol and failed is None:
-            failed = f"output {var.name}"
+        record(a, b, f"output {var.name}")
     seconds = time.perf_counter() - start
     return Validation(failed is None, worst, failed, seconds, interp.tvm_nodes, compared, failed_node)
 
