@@ -85,7 +85,7 @@ def main() -> None:
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['flow']} | {r['changed']} | {r['pass_s']:.2f} | {r['validate_s']:.2f} | "
-            f"{100 * r['share']:.1f}% | {r.get('checkpoints', 0)} | {r['max_rel_diff']:.2g} |"
+            f"{100 * r['share']:.1f}% | {r['checkpoints']} | {r['max_rel_diff']:.2g} |"
         )
     (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
     sidecar = {

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from . import ops
-from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorGraph, TensorTy, Ty, structural_ids
+from .graph import CONST, INPUT, OPAQUE, TGET, TUPLE_NODE, TensorGraph, TensorTy, Ty, structural_ids, topological_order
 from .tables import table
 
 
@@ -435,26 +435,14 @@ def _schedule(graphs: list[TensorGraph], pairs: Sequence[tuple[int, int]]) -> li
         partner.setdefault(b, []).append(a)
     first_order = first.reachable()
     reached = set(first_order)
-    done: set[int] = set()
+    walked: dict[int, int] = {}  # the first graph's walk, continued at each pair
     seq: list[tuple[int, int]] = []
-
-    def pull(root: int) -> None:  # the first graph's cone of ``root``, less what ran, children first
-        stack = [(root, False)]
-        while stack:
-            nid, expanded = stack.pop()
-            if expanded:
-                seq.append((0, nid))
-            elif nid not in done:
-                done.add(nid)
-                stack.append((nid, True))
-                stack.extend((k, False) for k in reversed(first.nodes[nid].inputs))
-
     for nid in second.reachable():
         for a in partner.get(nid, ()):
             if a in reached:
-                pull(a)
+                seq += [(0, m) for m in topological_order([a], lambda m: first.nodes[m].inputs, walked)]
         seq.append((1, nid))
-    seq += [(0, nid) for nid in first_order if nid not in done]
+    seq += [(0, nid) for nid in first_order if nid not in walked]
     return seq + [(gi, nid) for gi, g in enumerate(graphs[2:], 2) for nid in g.reachable()]
 
 

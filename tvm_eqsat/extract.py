@@ -613,14 +613,16 @@ def rewrite_sites(snap: Snapshot, choice: dict[int, ENode], original: TensorGrap
         c = snap.root_of.get(nid)
         if c not in made:
             continue
-        n, chosen = original.nodes[nid], choice[c]
-        if (chosen.op, chosen.attrs, tuple(chosen.children)) != (
-            n.op,
-            n.attrs,
-            tuple(snap.root_of.get(i) for i in n.inputs),
-        ):
+        chosen = choice[c]
+        if (chosen.op, chosen.attrs, chosen.children) != loaded_enode(snap, original.nodes[nid]):
             sites.append((nid, made[c]))
     return sites
+
+
+def loaded_enode(snap: Snapshot, node: Node) -> tuple:
+    """(op, attributes, input e-classes) of a node of the graph the e-graph was loaded from:
+    the e-node it is in the snapshot."""
+    return node.op, node.attrs, tuple(snap.root_of.get(i) for i in node.inputs)
 
 
 def dag_cost(graph: TensorGraph, cost_model) -> float:

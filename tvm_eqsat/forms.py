@@ -13,7 +13,7 @@ import tvm
 
 from . import graph
 from .egraph import TensorEGraph
-from .extract import choice_to_graph, extract
+from .extract import choice_to_graph, extract, loaded_enode
 from .rules import load_library
 from .saturate import saturate
 from .transform import _with_blocks
@@ -37,11 +37,7 @@ def rewritten_form(mod: tvm.IRModule, rules, func: str = "main", avoid: Avoid | 
     eg = TensorEGraph(g, library.program())
     grown = saturate(eg, library.families, node_limit=20000, iter_limit=8, deadline=time.monotonic() + 60)
     snap = eg.snapshot()
-    original = {
-        (n.op, n.attrs, tuple(snap.root_of[i] for i in n.inputs))
-        for nid, n in enumerate(g.nodes)
-        if nid in snap.root_of
-    }
+    original = {loaded_enode(snap, n) for nid, n in enumerate(g.nodes) if nid in snap.root_of}
 
     def cost(cls, node):
         if not node.children:

@@ -126,13 +126,15 @@ def structural_ids(graph: TensorGraph, table: dict[tuple, int]) -> dict[int, int
     return sid
 
 
-def topological_order(roots: Iterable[int], children) -> list[int]:
+def topological_order(roots: Iterable[int], children, state: dict[int, int] | None = None) -> list[int]:
     """Everything reachable from ``roots``, children before parents (first child first).
+    Pass the ``state`` of an earlier walk over the same graph to continue it: what that walk
+    reached is left out.
 
     Raises Unsupported on a cycle or on a missing entry (``children`` raising KeyError).
     """
     order: list[int] = []
-    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    state = {} if state is None else state  # 1: on the current path, 2: done
     for root in roots:
         stack = [(root, False)]
         while stack:
