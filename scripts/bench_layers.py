@@ -7,7 +7,9 @@ F(2x2, 3x3) form as ``winograd.egg`` writes it, or with ``--family winograd_cl``
 ``winograd_cl.egg`` does (tiles laid out channels last), or with ``--family winograd_f4`` as
 F(4x4, 3x3) (``winograd_f4.egg``), or with ``--family winograd_f4_cm`` as F(4x4, 3x3) with
 channel-major products (``winograd_f4_cm.egg``; ``--compare`` times another form too, in the
-same process), extracted with ``forms.rewritten_form`` whatever a cost model would choose.
+same process).  With ``--family winograd_1d`` the layers are Inception-v3's 1x7, 7x1, 1x3 and
+3x1 convs instead, against their one-dimensional Winograd forms (``winograd_1d.egg``).  Each
+form is extracted with ``forms.rewritten_form`` whatever a cost model would choose.
 With ``--compare`` the pass chooses among all three forms, and its choice is right where
 that form ran within 2% of the fastest.  All are tuned with MetaSchedule (``--trials`` per
 kernel, one work database, so a rerun tunes nothing) or built with default schedules
@@ -50,8 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import MS_LOG_LEVEL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-# (name, channels in, spatial size, channels out): the distinct 3x3 stride-1 convs of
-# full-size ResNet-50 (conv2_x..conv5_x) and VGG-19 (conv1..conv5)
+# (name, channels in, spatial size, channels out[, kernel]): the distinct 3x3 stride-1 convs of
+# full-size ResNet-50 (conv2_x..conv5_x) and VGG-19 (conv1..conv5), and (for --family
+# winograd_1d) the 1x7, 7x1, 1x3 and 3x1 convs of full-size Inception-v3's Mixed_6b..7c blocks
 SHAPES = [
     ("resnet50-conv2", 64, 56, 64),
     ("resnet50-conv3", 128, 28, 128),
@@ -62,35 +65,54 @@ SHAPES = [
     ("vgg19-conv5", 512, 14, 512),
     ("vgg19-conv2", 128, 112, 128),
     ("vgg19-conv1", 64, 224, 64),
+    ("inception-6b-1x7", 128, 17, 128, (1, 7)),
+    ("inception-6b-7x1", 128, 17, 192, (7, 1)),
+    ("inception-6c-1x7", 160, 17, 160, (1, 7)),
+    ("inception-6e-7x1", 192, 17, 192, (7, 1)),
+    ("inception-6e-1x7", 192, 17, 192, (1, 7)),
+    ("inception-7b-1x3", 384, 8, 384, (1, 3)),
+    ("inception-7b-3x1", 384, 8, 384, (3, 1)),
 ]
 
 
-def conv_layer(c: int, size: int, k: int, seed: int = 0):
-    """conv2d(3x3, pad 1) + relu on a (1, c, size, size) input, weights bound; and the input."""
+def kernel_of(shape) -> tuple[int, int]:
+    """A layer's kernel: its fifth entry, 3x3 where it has none."""
+    return tuple(shape[4]) if len(shape) > 4 else (3, 3)
+
+
+def conv_layer(c: int, size: int, k: int, seed: int = 0, kernel: tuple[int, int] = (3, 3)):
+    """conv2d(kernel, padded to keep the size) + relu on a (1, c, size, size) input, weights
+    bound; and the input."""
     rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((k, c, 3, 3)) / np.sqrt(9 * c)).astype("float32")
+    kh, kw = kernel
+    w = (rng.standard_normal((k, c, kh, kw)) / np.sqrt(kh * kw * c)).astype("float32")
     x = relax.Var("x", relax.TensorType((1, c, size, size), "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[1, 1, 1, 1]))
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[kh // 2, kw // 2, kh // 2, kw // 2]))
             out = bb.emit_output(bb.emit(relax.op.nn.relu(y)))
         bb.emit_func_output(out)
     return bb.get(), rng.standard_normal((1, c, size, size)).astype("float32")
 
 
-def _direct_3x3(op: str, attrs: tuple, in_tys) -> bool:
-    """A 3x3 conv (the direct form): avoided, so that the Winograd form is extracted."""
-    return op == "Conv2d" and tuple(in_tys[1].shape[2:]) == (3, 3)
+def _direct(kernel: tuple[int, int]):
+    """The layer's conv (the direct form, a ``kernel`` conv): avoided, so that the Winograd
+    form is extracted."""
+    return lambda op, attrs, in_tys: op == "Conv2d" and tuple(in_tys[1].shape[2:]) == tuple(kernel)
 
 
 # the Winograd families: the rules each is named with (winograd_cl covers even output
-# sides only and takes winograd's rule for odd ones), and the rule that makes the form
+# sides only and takes winograd's rule for odd ones), and the rules that make the form
 FAMILIES = {
-    "winograd": (["winograd"], "conv2d-winograd-f2"),
-    "winograd_cl": (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-cl"),
-    "winograd_f4": (["conv2d-winograd-f4-cl", "conv2d-winograd-f4-pad"], "conv2d-winograd-f4-cl"),
-    "winograd_f4_cm": (["winograd_f4_cm", "conv2d-winograd-f4-pad"], "conv2d-winograd-f4-cm"),
+    "winograd": (["winograd"], ("conv2d-winograd-f2",)),
+    "winograd_cl": (["winograd_cl", "conv2d-winograd-f2-even"], ("conv2d-winograd-f2-cl",)),
+    "winograd_f4": (["conv2d-winograd-f4-cl", "conv2d-winograd-f4-pad"], ("conv2d-winograd-f4-cl",)),
+    "winograd_f4_cm": (["winograd_f4_cm", "conv2d-winograd-f4-pad"], ("conv2d-winograd-f4-cm",)),
+    "winograd_1d": (
+        ["winograd_1d"],
+        ("conv2d-winograd-1x3", "conv2d-winograd-3x1", "conv2d-winograd-1x7", "conv2d-winograd-7x1"),
+    ),
 }
 
 
@@ -99,6 +121,7 @@ FORM_NAMES = {
     "winograd_cl": "Winograd F(2x2, 3x3), channels-last tiles",
     "winograd_f4": "Winograd F(4x4, 3x3), channels-last tiles",
     "winograd_f4_cm": "Winograd F(4x4, 3x3), channel-major products",
+    "winograd_1d": "one-dimensional Winograd F(4, 3) or F(2, 7)",
 }
 
 
@@ -138,10 +161,10 @@ def right_choice(row: dict) -> bool:
     return row[row["pass_choice"] + "_ms"] <= (1 + TIE) * fastest_ms(row)
 
 
-def winograd_form(mod, family: str = "winograd"):
-    rules, main_rule = FAMILIES[family]
-    new, applied, changed = rewritten_form(mod, rules, avoid=_direct_3x3)
-    if not changed or not applied.get(main_rule):
+def winograd_form(mod, family: str = "winograd", kernel: tuple[int, int] = (3, 3)):
+    rules, forms = FAMILIES[family]
+    new, applied, changed = rewritten_form(mod, rules, avoid=_direct(kernel))
+    if not changed or not any(applied.get(rule) for rule in forms):
         raise RuntimeError(f"the {family} rules made no Winograd form here: {applied}")
     return new
 
@@ -173,16 +196,18 @@ def measure(
     ``target``: the llvm target to cost, tune and build for (default: generic x86-64).
     ``cold``: tuned and timed with the caches flushed before each run."""
     target = target or {"kind": "llvm"}
-    name, c, size, k = shape
-    mod, x = conv_layer(c, size, k)
-    forms = {"direct": mod, "winograd": winograd_form(mod, family)}
+    name, c, size, k = shape[:4]
+    kernel = kernel_of(shape)
+    mod, x = conv_layer(c, size, k, kernel=kernel)
+    forms = {"direct": mod, "winograd": winograd_form(mod, family, kernel)}
     if compare:
-        forms["compare"] = winograd_form(mod, compare)
+        forms["compare"] = winograd_form(mod, compare, kernel)
     report = choose(mod, family, compare, flow, target)
     f = report.functions["main"]
     row = {
         "layer": name,
         "shape": [1, c, size, size, k],
+        "kernel": list(kernel),
         "pass_choice": pass_choice(f.changes, family, compare),
         "cost_model": report.cost_model,
         "predicted_speedup": f.cost_before / f.cost_after if f.cost_after else None,
@@ -222,7 +247,7 @@ def measure(
 
 def markdown(data: dict) -> str:
     lines = [
-        f"# 3x3 convs, direct vs {FORM_NAMES[data.get('family', 'winograd')]}: "
+        f"# convs, direct vs {FORM_NAMES[data.get('family', 'winograd')]}: "
         f"{'llvm -mcpu=' + data['mcpu'] if data.get('mcpu', 'generic') != 'generic' else 'llvm'}, {data['flow']} flow"
         + (f", {data['trials']} trials per kernel" if data["flow"] == "tuned" else "")
         + (", tuned and timed with cold caches" if data.get("cpu_cache") == "cold" else ""),
@@ -230,7 +255,8 @@ def markdown(data: dict) -> str:
         f"Machine: {data['machine']['machine']}, {data['machine']['cpus']} cores.  Runs: "
         + "; ".join(f"`{c}`" for c in data["commands"])
         + f".  Median of {data['repeat']} "
-        "interleaved samples; conv + ReLU, batch 1, pad 1, constant weights.",
+        "interleaved samples; conv + ReLU, batch 1, padded to keep the size (3x3 unless the layer says), "
+        "constant weights.",
         "",
         "| layer | C, HxW, K | direct ms | Winograd ms | Winograd speedup | max rel diff | pass chooses "
         "(model, predicted) | right | compared form: ms (speedup) |",
@@ -247,8 +273,9 @@ def markdown(data: dict) -> str:
         other = (
             f"{r['compare_family']}: {r['compare_ms']:.3f} ({r['compare_speedup']:.2f}x)" if "compare_ms" in r else ""
         )
+        kh, kw = r.get("kernel", (3, 3))
         lines.append(
-            f"| {r['layer']} | {c}, {s}x{s}, {k} | {r['direct_ms']:.3f} | {r['winograd_ms']:.3f} | "
+            f"| {r['layer']} | {c}, {s}x{s}, {k}{'' if (kh, kw) == (3, 3) else f', {kh}x{kw}'} | {r['direct_ms']:.3f} | {r['winograd_ms']:.3f} | "
             f"{r['speedup']:.2f}x | {r['max_rel_diff']:.1e} | {choice(r)} ({r['cost_model']}, "
             f"{r['predicted_speedup']:.2f}x) | {'yes' if r['right_choice'] else '**no**'} | {other} |"
         )
@@ -259,7 +286,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--flow", choices=["default", "tuned"], default="tuned")
     ap.add_argument("--trials", type=int, default=32)
-    ap.add_argument("--layers", nargs="+", default=[s[0] for s in SHAPES], choices=[s[0] for s in SHAPES])
+    ap.add_argument(
+        "--layers",
+        nargs="+",
+        default=None,
+        choices=[s[0] for s in SHAPES],
+        help="default: every layer the family takes (1x3, 3x1, 1x7, 7x1 for winograd_1d, 3x3 for the others)",
+    )
     ap.add_argument(
         "--mcpu", default="host", help="the CPU to compile for (default: this one; 'generic': plain x86-64, SSE2)"
     )
@@ -279,6 +312,8 @@ def main() -> None:
         help="tune with the weights flushed and time each run after evicting the caches (tuned flow)",
     )
     args = ap.parse_args()
+    if args.layers is None:
+        args.layers = [s[0] for s in SHAPES if (kernel_of(s) == (3, 3)) != (args.family == "winograd_1d")]
     if args.cold_cache and args.flow != "tuned":
         ap.error("--cold-cache is for the tuned flow (default schedules are not tuned)")
     logging.basicConfig(level=logging.WARNING)

@@ -1,10 +1,15 @@
 """What a rule family adds end to end: one model built three ways in one process, stock,
-the pass with the default-flow rule set less the family, and the pass with the family
-added, timed interleaved (default schedules: no tuning), each output checked against stock's.
+the pass with the flow's default rule set less the family, and the pass with the family
+added, timed interleaved, each output checked against stock's.
 
     python scripts/family_gain.py resnet50 --family winograd
 
-appends a row to ``benchmarks/results/family-<family>-llvm-default.json``.
+builds with default schedules (no tuning) for generic x86-64 and appends a row to
+``benchmarks/results/family-<family>-llvm-default.json``.  ``--flow tuned`` tunes the two
+pass outputs with MetaSchedule instead (``--trials`` per kernel, ``--cold-cache`` as in
+``benchmark.py``, one database per target in ``--work-dir``, so a rerun tunes only what is
+new), for this machine's CPU (``--mcpu``), and leaves stock out (its tuning would not tell
+what the family adds); its rows go to ``family-<family>-<llvm-cpu[-cold]>-tuned-t<trials>.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import numpy as np
 import tvm
 
 from tvm_eqsat import optimize, provenance, timing, tune
+from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, prices_layouts
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.transform import default_families
@@ -33,15 +39,34 @@ def main() -> None:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--min-ms", type=float, default=200.0)
+    ap.add_argument("--flow", choices=["default", "tuned"], default="default")
+    ap.add_argument("--trials", type=int, default=32, help="tuned flow: MetaSchedule trials per kernel")
+    ap.add_argument("--cold-cache", action="store_true", help="tuned flow: tune and time with the caches flushed")
+    ap.add_argument("--mcpu", default="host", help="tuned flow: the CPU to compile for (default: this one)")
+    ap.add_argument(
+        "--work-dir",
+        default=None,
+        help="tuned flow: MetaSchedule database (default ~/.cache/tvm_eqsat/family-<target>)",
+    )
     args = ap.parse_args()
+    if args.cold_cache and args.flow != "tuned":
+        ap.error("--cold-cache is for the tuned flow")
+    tuned = args.flow == "tuned"
+    mcpu = tune.resolve_mcpu(args.mcpu) if tuned else "generic"
+    target, name = tune.llvm_target(mcpu), tune.target_name("llvm", mcpu, args.cold_cache)
+    work_dir = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"family-{name}")
     model = (SMALL if args.small else MODELS)[args.model]()
-    # the default flow's rule set on llvm (its cost model prices layouts), less the family
-    base = [f for f in default_families("llvm", "default") if f != args.family]
-    row: dict = {"model": model.name, "flow": "default", "family": args.family, "passes": {}}
-    mods = {"stock": model.mod}
+    # the flow's default rule set on llvm (as the pass picks it with its default cost model),
+    # less the family
+    cost = make_cost_model("auto", "llvm", args.flow, cpu_vector_bits(mcpu), mcpu)
+    base = [f for f in default_families("llvm", args.flow, prices_layouts(cost)) if f != args.family]
+    row: dict = {"model": model.name, "flow": args.flow, "family": args.family, "passes": {}}
+    if tuned:
+        row.update(mcpu=mcpu, trials=args.trials, cpu_cache="cold" if args.cold_cache else "warm")
+    mods = {} if tuned else {"stock": model.mod}
     for label, rules in (("eqsat", base), (f"eqsat+{args.family}", base + [args.family])):
         t = time.perf_counter()
-        new, report = optimize(model.mod, "llvm", flow="default", rules=rules)
+        new, report = optimize(model.mod, tvm.target.Target(target), flow=args.flow, rules=rules)
         f = report.functions["main"]
         row["passes"][label] = {
             "seconds": round(time.perf_counter() - t, 1),
@@ -52,21 +77,25 @@ def main() -> None:
         mods[label] = new
     dev, samplers, outs = tvm.cpu(), {}, {}
     for label, mod in mods.items():
-        vm, vm_args, samplers[label], _ = timing.tvm_sampler(
-            tune.build(mod, "llvm", None), dev, model.inputs, args.min_ms
-        )
+        t = time.perf_counter()
+        db = tune.tune(mod, target, work_dir, args.trials, progress=True, cold_cache=args.cold_cache) if tuned else None
+        ex = tune.build(mod, target, db)
+        row.setdefault("tune_and_build_s", {})[label] = round(time.perf_counter() - t, 1)
+        vm, vm_args, samplers[label], _ = timing.tvm_sampler(ex, dev, model.inputs, args.min_ms, cold=args.cold_cache)
         out = vm["main"](*vm_args)
         outs[label] = (out if hasattr(out, "numpy") else out[0]).numpy()
-    ref = outs["stock"]
+    ref_label = "eqsat" if tuned else "stock"
+    ref = outs[ref_label]
     row["max_rel_diff"] = {k: float(np.abs(v - ref).max() / max(np.abs(ref).max(), 1e-30)) for k, v in outs.items()}
     times = timing.time_interleaved(samplers, args.repeat)
     row["ms"] = {k: float(np.median(v)) for k, v in times.items()}
     row["p10_p90_ms"] = {k: [float(np.percentile(v, 10)), float(np.percentile(v, 90))] for k, v in times.items()}
-    row["speedup_vs_stock"] = {k: row["ms"]["stock"] / v for k, v in row["ms"].items()}
+    row[f"speedup_vs_{ref_label}"] = {k: row["ms"][ref_label] / v for k, v in row["ms"].items()}
     row["machine"] = provenance.machine()
     row["command"] = "python " + " ".join(sys.argv)
     print(json.dumps(row, indent=1))
-    path = ROOT / "benchmarks" / "results" / f"family-{args.family}-llvm-default.json"
+    stem = f"family-{args.family}-" + (f"{name}-tuned-t{args.trials}" if tuned else "llvm-default")
+    path = ROOT / "benchmarks" / "results" / f"{stem}.json"
     rows = json.loads(path.read_text()) if path.exists() else []
     path.write_text(json.dumps([*rows, row], indent=1) + "\n")
 

@@ -132,7 +132,9 @@ def _conv(b: _Builder, x: int, oc: int, k: tuple[int, int], stride, pad, dil, gr
 
 def _random_conv_attrs(rng, c: int):
     k = int(rng.choice([1, 1, 3, 3, 5]))
-    kh, kw = (k, k) if rng.random() < 0.8 else (k, int(rng.choice([1, 3])))
+    kh, kw = (k, k)
+    if rng.random() >= 0.8:  # a 1 x r or r x 1 kernel too (winograd_1d's 1x3, 3x1, 1x7 and 7x1)
+        kh, kw = (k, int(rng.choice([1, 3, 7]))) if rng.random() < 0.5 else (int(rng.choice([1, 3, 7])), k)
     s = int(rng.integers(1, 4))
     stride = (s, s) if rng.random() < 0.85 else (s, int(rng.integers(1, 4)))
     p = int(rng.integers(0, 3))

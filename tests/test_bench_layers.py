@@ -7,7 +7,7 @@ from helpers import assert_close, load_script, relax_ops
 layers = load_script("bench_layers")
 
 
-@pytest.mark.parametrize("family", sorted(layers.FAMILIES))
+@pytest.mark.parametrize("family", sorted(set(layers.FAMILIES) - {"winograd_1d"}))
 def test_the_winograd_form_is_extracted_whatever_the_cost(family):
     """A narrow conv with odd sides: no cost model would take Winograd here, the forced
     extraction does (padded to even, cropped back), in either family's form."""
@@ -18,6 +18,18 @@ def test_the_winograd_form_is_extracted_whatever_the_cost(family):
     # the tile transform (F(4x4)'s in two separable passes); the 3x3 conv is gone
     assert ops["relax.nn.conv2d"] == (2 if family.startswith("winograd_f4") else 1)
     assert_close(mod, new, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", [(1, 7), (3, 1)])
+def test_the_one_dimensional_form_is_extracted_for_its_kernel(kernel):
+    """winograd_1d on a narrow 1x7 (or 3x1) layer with an odd side: its form is extracted
+    (padded to the tile, cropped back), the layer's conv is gone, and the values hold."""
+    mod, _ = layers.conv_layer(4, 7, 6, kernel=kernel)
+    new = layers.winograd_form(mod, "winograd_1d", kernel)
+    ops = relax_ops(new)
+    assert ops["relax.matmul"] == 3 and ops["relax.strided_slice"] == 1 and ops["relax.nn.conv2d"] == 1, ops
+    assert_close(mod, new, rtol=1e-5)
+    assert {layers.kernel_of(s) for s in layers.SHAPES} == {(3, 3), (1, 7), (7, 1), (1, 3), (3, 1)}
 
 
 def test_markdown_marks_a_wrong_choice():
@@ -38,6 +50,7 @@ def test_markdown_marks_a_wrong_choice():
     assert "| l | 64, 56x56, 64 | 3.000 | 4.000 | 0.75x |" in text and "**no**" in text
     assert "cold caches" not in text
     assert "tuned and timed with cold caches" in layers.markdown({**data, "cpu_cache": "cold", "rows": [row]})
+    assert "| l | 64, 56x56, 64, 1x7 | 3.000 |" in layers.markdown({**data, "rows": [{**row, "kernel": [1, 7]}]})
     compared = {**row, "compare_family": "winograd", "compare_ms": 5.0, "compare_speedup": 0.6}
     assert "| winograd: 5.000 (0.60x) |" in layers.markdown({**data, "rows": [compared]})
 

@@ -762,6 +762,49 @@ conv2d_winograd_f4_cm = _winograd_direct((8, 12), "conv2d-winograd-f4-cm")  # ch
 conv2d_winograd_f4_pad = _winograd_padded(((8, 7), (6, 9)), (9, 5), "conv2d-winograd-f4-pad")
 
 
+def _winograd_1d(kernel: tuple[int, int], m: int, rule: str, padded: bool = False):
+    """Cases for a winograd_1d.egg rule on a ``kernel`` conv (1 x r along the rows, r x 1
+    down the columns), batch 1 and 2, 5 wide across its axis.  The form's rule: an output
+    2m long along the axis, padded to keep the size or not at all; negative: stride 2.  The
+    pad rule (``padded``): padding r // 2 before and none after, an output not a multiple of
+    m along the axis; negative: one that is."""
+    r, along_rows = max(kernel), kernel[0] == 1
+
+    def build(seed, positive):
+        rng = _rng(seed)
+        n, c, k = 1 + seed % 2, int(rng.integers(2, 6)), int(rng.integers(2, 6))
+        if padded:
+            lo, hi, stride = r // 2, 0, 1
+            out = 2 * m + (1 + seed % (m - 1) if positive else 0)
+        else:
+            lo = hi = r // 2 if seed % 2 == 0 else 0
+            out, stride = 2 * m, 1 if positive else 2
+        size = out + r - 1 - lo - hi
+        x = tensor("x", (n, c, 5, size) if along_rows else (n, c, size, 5))
+        w = const((k, c, *kernel), seed=seed)
+        pad = (0, lo, 0, hi) if along_rows else (lo, 0, hi, 0)
+        conv = R.nn.conv2d(x, w, strides=stride, padding=pad)
+        return module([x], lambda bb, x: R.nn.relu(bb.emit(conv))), [rule]
+
+    return build
+
+
+# one-dimensional Winograd: F(4, 3) for 1x3 and 3x1 kernels, F(2, 7) for 1x7 and 7x1
+WINOGRAD_1D = {
+    name: _winograd_1d(kernel, m, name, name.endswith("-pad"))
+    for name, kernel, m in (
+        ("conv2d-winograd-1x3", (1, 3), 4),
+        ("conv2d-winograd-1x3-pad", (1, 3), 4),
+        ("conv2d-winograd-3x1", (3, 1), 4),
+        ("conv2d-winograd-3x1-pad", (3, 1), 4),
+        ("conv2d-winograd-1x7", (1, 7), 2),
+        ("conv2d-winograd-1x7-pad", (1, 7), 2),
+        ("conv2d-winograd-7x1", (7, 1), 2),
+        ("conv2d-winograd-7x1-pad", (7, 1), 2),
+    )
+}
+
+
 BUILDERS = {
     **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
     **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
@@ -832,10 +875,12 @@ BUILDERS = {
     "conv2d-winograd-f4-cl": conv2d_winograd_f4_cl,
     "conv2d-winograd-f4-cm": conv2d_winograd_f4_cm,
     "conv2d-winograd-f4-pad": conv2d_winograd_f4_pad,
+    **WINOGRAD_1D,
 }
 # rules that are not exact, with the relative difference they are tested within (each
 # rule's file states it); every other rule is tested within 1e-5
 TOLERANCE = {"conv2d-winograd-f4-cl": 1e-4, "conv2d-winograd-f4-cm": 1e-4}
+TOLERANCE.update({name: 1e-4 for name in WINOGRAD_1D if not name.endswith("-pad")})
 
 
 def test_every_rule_has_a_test():
@@ -884,6 +929,44 @@ def test_winograd_family_on_odd_sides_and_batch_two(rules, pad, form, rtol, tran
     ops = relax_ops(new)
     assert ops["relax.strided_slice"] == 1 and ops["relax.nn.conv2d"] == transforms and ops["relax.matmul"] == 2, ops
     assert_close(mod, new, rtol=rtol)
+
+
+@pytest.mark.parametrize(
+    "kernel, tile", [((1, 7), "F(2, 7)"), ((7, 1), "F(2, 7)"), ((1, 3), "F(4, 3)"), ((3, 1), "F(4, 3)")]
+)
+def test_one_dimensional_winograd_through_the_pass(kernel, tile):
+    """winograd_1d through the pass: the roofline takes the form of a wide 1 x r (r x 1)
+    conv whose output is 15 long along the kernel's axis, computed on the next multiple of
+    the tile and cropped, at batch 2; the report names the form, and the values are the
+    direct conv's within the family's tolerance.  One conv left: the input transform."""
+    r, along_rows = max(kernel), kernel[0] == 1
+    x = tensor("x", (2, 96, 9, 15) if along_rows else (2, 96, 15, 9))
+    w = const((96, 96, *kernel), seed=3)
+    pad = (0, r // 2) if along_rows else (r // 2, 0)
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=pad))))
+    new, report = tvm_eqsat.optimize(mod, "llvm", rules=["winograd_1d"], cost_model="roofline")
+    f = report.functions["main"]
+    name = f"conv2d-winograd-{kernel[0]}x{kernel[1]}"
+    assert f.rules_applied.get(name) and f.rules_applied.get(name + "-pad"), f.rules_applied
+    assert f"1 conv as Winograd {tile} along one axis" in f.changes, f.changes
+    ops = relax_ops(new)
+    assert ops["relax.strided_slice"] == 1 and ops["relax.nn.conv2d"] == 1 and ops["relax.matmul"] == 2, ops
+    assert_close(mod, new, rtol=1e-4)
+
+
+def test_toom_cook_tables_compute_the_correlation_exactly():
+    """tables.toom_cook's F(m, r) at the family's points: A^T [(G g) * (B^T d)] is the
+    correlation of d with g (to float64 rounding); repeated points are refused."""
+    from tvm_eqsat.tables import toom_cook
+
+    rng = _rng(0)
+    for points, m, r in (([0, 1, -1, 2, -2], 4, 3), ([0, 1, -1, 2, -2, 0.5, -0.5], 2, 7), ([0, 1, -1], 2, 3)):
+        at, g, bt = toom_cook(points, m, r)
+        d, w = rng.standard_normal(m + r - 1), rng.standard_normal(r)
+        direct = np.array([w @ d[i : i + r] for i in range(m)])
+        np.testing.assert_allclose(at @ ((g @ w) * (bt @ d)), direct, atol=1e-12)
+    with pytest.raises(ValueError, match="distinct"):
+        toom_cook([0, 1, 1, 2, -2], 4, 3)
 
 
 def test_tables_refuse_an_unknown_name_or_shape():

@@ -24,6 +24,8 @@ NAMES = {
         "conv as Winograd F(4x4, 3x3), channel-major",
         "convs as Winograd F(4x4, 3x3), channel-major",
     ),
+    "winograd 1d f4r3": ("conv as Winograd F(4, 3) along one axis", "convs as Winograd F(4, 3) along one axis"),
+    "winograd 1d f2r7": ("conv as Winograd F(2, 7) along one axis", "convs as Winograd F(2, 7) along one axis"),
     "concat": ("concat", "concats"),
     "split": ("split", "splits"),
     "fused slice": ("part read in place as a fused slice", "parts read in place as fused slices"),
@@ -87,9 +89,12 @@ def _conv_weight(graph: TensorGraph, i: int) -> bool:
 
 
 def _winograd_key(graph: TensorGraph, out_transform, table: str) -> str:
-    """Which Winograd form an output transform ends: F(2x2) or F(4x4), and for F(4x4)
-    whether its products are channel-major (the transformed weight is their first operand,
-    ``conv2d-winograd-f4-cm``) or channels-last (their second)."""
+    """Which Winograd form an output transform ends: F(2x2) or F(4x4), for F(4x4) whether
+    its products are channel-major (the transformed weight is their first operand,
+    ``conv2d-winograd-f4-cm``) or channels-last (their second); or a one-dimensional one
+    (``winograd_1d.egg``: its table names F(m, r), as in ``winograd-1d-f2r7-output``)."""
+    if table.startswith("winograd-1d-"):
+        return "winograd 1d " + table.split("-")[2]
     if not table.startswith("winograd-f4"):
         return "winograd"
     product = graph.nodes[out_transform.inputs[1]]
@@ -122,7 +127,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
     as_winograd = 0
-    for key in ("winograd", "winograd f4", "winograd f4 cm"):
+    for key in ("winograd", "winograd f4", "winograd f4 cm", "winograd 1d f4r3", "winograd 1d f2r7"):
         n = max(after[key] - before[key], 0)
         if n:
             out.append(_n(n, key))

@@ -163,7 +163,17 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # variant, full ResNet-50 1.213x, VGG-19 2.020x, SqueezeNet 1.245x (llvm-tuned-wino-f4-t32.md);
 # on the small models the roofline takes it for one conv of ResNet-50 only, which ran as fast as
 # stock+tvm's (0.992x at 64 trials, llvm-tuned-small-t64.md).  CUDA: not measured.
-FLOW_ONLY = {"winograd": (("llvm", "default"),), "winograd_f4": (("llvm", "default"), ("llvm", "tuned"))}
+# winograd_1d (F(4, 3) and F(2, 7) along one axis: Inception's 1x3, 3x1, 1x7, 7x1 convs), llvm
+# default flow: 1.53-2.24x over the direct conv on seven of full Inception-v3's layers, each
+# taken by the default-flow model (layers-winograd-llvm-znver3-default-1d.md); full Inception-v3
+# 1.168x over the pass without it (family-winograd_1d-llvm-default.json).  llvm tuned flow (32
+# trials, cold): 0.94-2.31x on the same layers, 1.40x in geometric mean, the roofline taking it on
+# all seven (layers-winograd-llvm-znver3-cold-tuned-t32-1d.md); not timed end to end yet.
+FLOW_ONLY = {
+    "winograd": (("llvm", "default"),),
+    "winograd_f4": (("llvm", "default"), ("llvm", "tuned")),
+    "winograd_1d": (("llvm", "default"),),
+}
 # families off for some (target kind, build flow), where they were measured to lose and no
 # cost model can see why (see each family's file)
 NOT_FOR = {"bn_fold_grouped": (("cuda", "default"),)}
