@@ -131,10 +131,16 @@ def _conv(b: _Builder, x: int, oc: int, k: tuple[int, int], stride, pad, dil, gr
 
 
 def _random_conv_attrs(rng, c: int):
+    if rng.random() < 0.2:  # a factorised 1 x r or r x 1 conv, stride 1 (Inception's: winograd_1d's)
+        r = int(rng.choice([3, 7]))
+        p = int(rng.integers(0, r // 2 + 1))
+        return (
+            ((1, r), (1, 1), (0, p, 0, p), (1, 1), 1)
+            if rng.random() < 0.5
+            else ((r, 1), (1, 1), (p, 0, p, 0), (1, 1), 1)
+        )
     k = int(rng.choice([1, 1, 3, 3, 5]))
-    kh, kw = (k, k)
-    if rng.random() >= 0.8:  # a 1 x r or r x 1 kernel too (winograd_1d's 1x3, 3x1, 1x7 and 7x1)
-        kh, kw = (k, int(rng.choice([1, 3, 7]))) if rng.random() < 0.5 else (int(rng.choice([1, 3, 7])), k)
+    kh, kw = (k, k) if rng.random() < 0.8 else (k, int(rng.choice([1, 3])))
     s = int(rng.integers(1, 4))
     stride = (s, s) if rng.random() < 0.85 else (s, int(rng.integers(1, 4)))
     p = int(rng.integers(0, 3))
