@@ -482,9 +482,14 @@ def check(
                         f.validation.get("checkpoints", 0) for f in report.functions.values()
                     )
             else:
-                new, families = mod, load_library().families
+                library = load_library()
+                family_of = {r.name: r.family for r in library.rules}
+                new = mod
                 for n in names:
-                    new = rewritten_variant(new, families, n)[0]
+                    new, applied, _ = rewritten_variant(new, library.families, n)
+                    if stats is not None:  # which families the adversarial variants exercised
+                        for family in {family_of[r] for r, k in applied.items() if k and r in family_of}:
+                            stats[f"graphs where {family} fired"] += 1
                 changed = names
             for n in changed:
                 rewritten[f"{n}@{mode}"] = new[n].with_attr("global_symbol", f"{n}@{mode}")
