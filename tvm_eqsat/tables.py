@@ -16,6 +16,7 @@ F(4, 3) and F(2, 7), built exactly here by ``toom_cook``.
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -78,7 +79,7 @@ def toom_cook(points: list, m: int, r: int) -> tuple[np.ndarray, np.ndarray, np.
     if len(p) != a - 1 or len(set(p)) != len(p):
         raise ValueError(f"F({m}, {r}) needs {a - 1} distinct finite points, got {points}")
     at = [[q**i for q in p] + [Fraction(int(i == m - 1))] for i in range(m)]
-    g = [[q**k / np.prod([q - o for o in p if o != q], dtype=object) for k in range(r)] for q in p]
+    g = [[q**k / math.prod(q - o for o in p if o != q) for k in range(r)] for q in p]
     g.append([Fraction(int(k == r - 1)) for k in range(r)])
     bt = [_poly_from_roots([o for o in p if o != q]) + [Fraction(0)] for q in p] + [_poly_from_roots(p)]
     return (np.array(at, dtype=np.float64), np.array(g, dtype=np.float64), np.array(bt, dtype=np.float64))
