@@ -20,12 +20,11 @@ def test_the_winograd_form_is_extracted_whatever_the_cost(family):
     assert_close(mod, new, rtol=1e-5)
 
 
-@pytest.mark.parametrize("kernel", [(1, 7), (3, 1)])
-def test_the_one_dimensional_form_is_extracted_for_its_kernel(kernel):
-    """winograd_1d on a narrow 1x7 (or 3x1) layer with an odd side: its form is extracted
-    (padded to the tile, cropped back), the layer's conv is gone, and the values hold."""
-    mod, _ = layers.conv_layer(4, 7, 6, kernel=kernel)
-    new = layers.winograd_form(mod, "winograd_1d", kernel)
+def test_the_one_dimensional_form_is_extracted_for_its_kernel():
+    """winograd_1d on a narrow 3x1 layer with an odd side: its form is extracted (padded to
+    the tile, cropped back), the layer's conv is gone, and the values hold."""
+    mod, _ = layers.conv_layer(4, 7, 6, kernel=(3, 1))
+    new = layers.winograd_form(mod, "winograd_1d", (3, 1))
     ops = relax_ops(new)
     assert ops["relax.matmul"] == 3 and ops["relax.strided_slice"] == 1 and ops["relax.nn.conv2d"] == 1, ops
     assert_close(mod, new, rtol=1e-5)

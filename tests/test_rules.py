@@ -931,14 +931,13 @@ def test_winograd_family_on_odd_sides_and_batch_two(rules, pad, form, rtol, tran
     assert_close(mod, new, rtol=rtol)
 
 
-@pytest.mark.parametrize(
-    "kernel, tile", [((1, 7), "F(2, 7)"), ((7, 1), "F(2, 7)"), ((1, 3), "F(4, 3)"), ((3, 1), "F(4, 3)")]
-)
+@pytest.mark.parametrize("kernel, tile", [((1, 7), "F(2, 7)"), ((3, 1), "F(4, 3)")])
 def test_one_dimensional_winograd_through_the_pass(kernel, tile):
     """winograd_1d through the pass: the roofline takes the form of a wide 1 x r (r x 1)
     conv whose output is 15 long along the kernel's axis, computed on the next multiple of
     the tile and cropped, at batch 2; the report names the form, and the values are the
-    direct conv's within the family's tolerance.  One conv left: the input transform."""
+    direct conv's within the family's tolerance.  One conv left: the input transform.  (Both
+    tables and both axes here; every rule alone: test_rule_fires_and_preserves_values.)"""
     r, along_rows = max(kernel), kernel[0] == 1
     x = tensor("x", (2, 96, 9, 15) if along_rows else (2, 96, 15, 9))
     w = const((96, 96, *kernel), seed=3)
