@@ -113,6 +113,7 @@ def test_cuda_bundle_for_the_device_fits_and_carries_its_python(tmp_path):
     assert manifest["target_kind"] == "cuda" and manifest["python"] == "3.12"
 
 
+@pytest.mark.slow  # 28 s on a 2-core Zen 3: the GPU sessions' tool, run before each device run
 def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     """Candidates built here, timed by the runtime-only runner in another process,
     recorded as measured records; the tuned build then uses them and computes the same."""
@@ -305,6 +306,7 @@ def test_device_bench_builds_runs_and_collects_on_the_cpu(tmp_path):
     assert "| resnet50 |" in md and "over the best stock variant" in md
 
 
+@pytest.mark.slow  # 19 s on a 2-core Zen 3: the GPU sessions' tool, run before each device run
 def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
     """collect_kernels.py --bundle builds the kernels for a machine without TVM; the
     device run's results.json becomes dataset rows (--from-bundle)."""
@@ -338,6 +340,7 @@ def test_kernel_dataset_through_a_bundle_on_the_cpu(tmp_path):
     assert again and not measured & {json.dumps(w["workload"], sort_keys=True) for w in again}
 
 
+@pytest.mark.slow  # 10 s on a 2-core Zen 3: the GPU sessions' tool, run before each device run
 def test_elementwise_calibration_through_a_bundle_on_the_cpu(tmp_path):
     """collect_kernels.py --elementwise --bundle builds the calibration's kernels; the device
     run's times become elementwise.json beside the dataset (--from-bundle)."""

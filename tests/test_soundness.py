@@ -431,14 +431,14 @@ def test_fuzz_seeded_run_finds_nothing(tmp_path):
     scripts = Path(fuzz.__file__).parent
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); import fuzz; "
-        "r = fuzz.run_cases(range(int(sys.argv[2]), 20, 2), shrink_s=60); open(sys.argv[3], 'w').write(json.dumps(r))"
+        "r = fuzz.run_cases(range(int(sys.argv[2]), 14, 2), shrink_s=60); open(sys.argv[3], 'w').write(json.dumps(r))"
     )
     outs = [tmp_path / f"part{i}.json" for i in range(2)]
     procs = [subprocess.Popen([sys.executable, "-c", code, str(scripts), str(i), str(outs[i])]) for i in range(2)]
     assert [p.wait(timeout=900) for p in procs] == [0, 0]
     results = [json.loads(o.read_text()) for o in outs]
-    assert sum(r["stats"]["graphs"] for r in results) == 20
-    assert sum(r["stats"].get("changed by the pass", 0) for r in results) >= 5  # 9 of 20 on 2026-11-29
+    assert sum(r["stats"]["graphs"] for r in results) == 14
+    assert sum(r["stats"].get("changed by the pass", 0) for r in results) >= 3  # 5 of 14 on 2026-11-29
     findings = [f for r in results for f in r["findings"]]
     assert not findings, findings
 
