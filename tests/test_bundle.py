@@ -196,6 +196,7 @@ def test_the_stock_schedule_is_made_on_a_copy_of_the_kernel():
     assert "threadIdx" in base.script() and "threadIdx" not in before
 
 
+@pytest.mark.slow  # 7-22 s on a 2-core Zen 3 (nvcc): the GPU sessions' tool, run before each device run
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel(tmp_path):
     """A CUDA candidate bundle (compiled here, not run): each candidate is a schedule
@@ -447,6 +448,7 @@ def test_a_candidate_far_slower_than_its_stock_schedule_is_not_timed_further():
     assert not runner.too_slow({"name": "k0_base"}, rows)
 
 
+@pytest.mark.slow  # 12 s on a 2-core Zen 3: the GPU sessions' tool, run before each device run
 def test_the_runner_stops_at_its_deadline_and_writes_what_it_timed(tmp_path):
     """A device run has a hard time limit: past ``--deadline-s`` the runner times nothing
     more and still writes results.json, listing what it left."""
