@@ -43,11 +43,11 @@ from tvm_eqsat import models, provenance
 from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, prices_layouts
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
+from tvm_eqsat.family_defaults import default_families
 from tvm_eqsat.graph import Unsupported, graph_from_block
 from tvm_eqsat.mcts import MCTS_PRESETS, mcts_config
 from tvm_eqsat.rules import load_library
 from tvm_eqsat.search import grow
-from tvm_eqsat.transform import default_families
 from tvm_eqsat.tune import llvm_target
 
 SMALL = [

@@ -25,9 +25,9 @@ import tvm
 
 from tvm_eqsat import optimize, provenance, timing, tune
 from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, prices_layouts
+from tvm_eqsat.family_defaults import default_families
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.transform import default_families
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -296,7 +296,7 @@ def test_opt_in_families_run_only_when_named():
     """conv_matmul and winograd_cl (no cost model has been checked on their choices end to
     end yet) stay out of every default rule set, with either flow's model, and run when
     named; ``default_families`` lists what runs by default."""
-    from tvm_eqsat.transform import OPT_IN, default_families
+    from tvm_eqsat.family_defaults import OPT_IN, default_families
 
     x = tensor("x", (1, 8, 6, 6))
 

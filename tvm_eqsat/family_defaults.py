@@ -1,0 +1,80 @@
+"""Which rule families the pass runs by default, per target kind and build flow, and the
+measurements that decided each exception: a family stays in the default set only where it
+was timed to pay and a cost model keeps it out where it loses (see docs/rules.md)."""
+
+from __future__ import annotations
+
+from .rules import load_library
+
+# families whose choices only a cost model that has learned layouts can make (``cost.
+# prices_layouts``): without one they run only when named in ``rules``.  Under the roofline
+# (which prices an NHWC conv like the NCHW one) small mobilenet-v2, tuned flow, spent 27 s in
+# extraction and chose the same graph; with the default-flow model they lifted the small conv
+# models from 0.950x to 0.994x of the best stock build (resnet50 0.80x -> 1.01x) and stayed out
+# of mobilenet-v2, where stock's whole-model NHWC loses (benchmarks/results/llvm-default-small[-nhwc].md)
+NEEDS_LAYOUT_COSTS = ("nhwc",)
+# families whose choices no cost model has been checked on yet (their forms' kernels measured
+# and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
+# (Winograd with channels-last tiles) pays on single layers in the tuned flow, where
+# winograd's form does not at 64 channels (layers-winograd-llvm-tuned-t32[-tiles-c-last].md),
+# and full ResNet-50 with it ran 1.099x faster than its best stock variant (32 trials,
+# llvm-tuned-wino-t32.md); but the roofline also takes it on the 64-channel layers, where it
+# lost alone (0.82x), and no small model has been timed tuned with it.  winograd_f4_cm
+# (F(4x4) with channel-major products) ran 1.11-2.20x as fast as winograd_f4's form on three of
+# seven single layers and 0.71-0.96x on the other four (AVX-512, 32 trials, layers-winograd-llvm-
+# emeraldrapids-tuned-t32-f4-cm.md), and the roofline prices the two alike.  scale (attention's
+# scale into the projection weights) changed nothing measurable: TVM fuses the multiply it
+# removes into the transpose before it (small BERT and ViT, default flow: 0.996x and 0.997x of
+# the pass without it, inside the spread; benchmarks/results/family-scale-llvm-default.json).
+# conv_matmul in the tuned flow (Zen 5, 32 trials, cold), every 1x1 conv as a matmul: 0.914-1.124x
+# of the pass without it on six models, 0.994x in geometric mean; the matmul form faster for 15 of
+# 49 convs, no shape pattern above the tuning lottery (benchmarks/results/conv-matmul-llvm-znver5-
+# cold-t32.md).
+OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
+# families on by default only for some (target kind, build flow) pairs, where their choices
+# were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
+# 1.26x on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/
+# results/family-winograd-llvm-default.json); llvm tuned flow: the roofline also takes it on a
+# 64-channel layer that loses (0.75x, layers-winograd-llvm-tuned-t32.md); CUDA: not measured.
+# winograd_f4 (F(4x4, 3x3), channels-last tiles), llvm default flow: beside winograd, the
+# default-flow model picked the fastest of direct, F(2x2) and F(4x4) on all nine 3x3 layers of
+# ResNet-50 and VGG-19 (layers-winograd-llvm-default-f4-choice.md), full ResNet-50 1.328x ->
+# 1.363x over stock, the small models unchanged (family-winograd_f4-llvm-default.json).  llvm
+# tuned flow: 1.36-2.89x over the direct conv on ResNet-50's four 3x3 layers, each taken by the
+# roofline (layers-winograd-llvm-tuned-t32-f4.md); end to end at 32 trials over the best stock
+# variant, full ResNet-50 1.213x, VGG-19 2.020x, SqueezeNet 1.245x (llvm-tuned-wino-f4-t32.md);
+# on the small models the roofline takes it for one conv of ResNet-50 only, which ran as fast as
+# stock+tvm's (0.992x at 64 trials, llvm-tuned-small-t64.md).  CUDA: not measured.
+# winograd_1d (F(4, 3) and F(2, 7) along one axis: Inception's 1x3, 3x1, 1x7, 7x1 convs), llvm
+# default flow: 1.53-2.24x over the direct conv on seven of full Inception-v3's layers, each
+# taken by the default-flow model (layers-winograd-llvm-znver3-default-1d.md); full Inception-v3
+# 1.168x over the pass without it (family-winograd_1d-llvm-default.json).  llvm tuned flow (32
+# trials, cold): 0.94-2.31x on the same layers, 1.40x in geometric mean, the roofline taking it on
+# all seven (layers-winograd-llvm-znver3-cold-tuned-t32-1d.md); end to end only Inception-v3's
+# Mixed_6c block, 1.075x and 1.146x in two timings, inside their spread (family-winograd_1d-llvm-
+# znver3-cold-tuned-t32.json): off until whole Inception-v3 is timed tuned.
+FLOW_ONLY = {
+    "winograd": (("llvm", "default"),),
+    "winograd_f4": (("llvm", "default"), ("llvm", "tuned")),
+    "winograd_1d": (("llvm", "default"),),
+}
+# families off for some (target kind, build flow), where they were measured to lose and no
+# cost model can see why (see each family's file)
+NOT_FOR = {"bn_fold_grouped": (("cuda", "default"),)}
+
+
+def off_by_default(target_kind: str, flow: str, prices_layouts: bool) -> set[str]:
+    """The families the policy tables above keep out of the default rule set here."""
+    skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if (target_kind, flow) not in where}
+    skip |= {f for f, where in NOT_FOR.items() if (target_kind, flow) in where}
+    if not prices_layouts:
+        skip |= set(NEEDS_LAYOUT_COSTS)
+    return skip
+
+
+def default_families(target_kind: str = "llvm", flow: str = "tuned", prices_layouts: bool = True) -> list[str]:
+    """The rule families the pass runs by default for a target kind and build flow (with a
+    cost model that prices layouts, or without one): what a script that adds or removes
+    one family starts from."""
+    skip = off_by_default(target_kind, flow, prices_layouts)
+    return [f for f in load_library().families if f not in skip]
