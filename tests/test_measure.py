@@ -553,3 +553,34 @@ def test_a_database_goes_before_dlight_so_dlight_schedules_only_what_it_lacks(tm
         [x], lambda bb, x: relax.op.nn.relu(bb.emit(relax.op.matmul(x, relax.const(np.ones((32, 16), "float32")))))
     )
     assert measure.nvcc_compile(tune.build(mod, target, db), target) > 0
+
+
+def test_a_record_tvm_cannot_read_back_is_set_aside_and_the_database_still_opens(tmp_path, caplog):
+    """MetaSchedule once wrote records whose traces it could not replay on reading, and then
+    refused the whole database; ``open_database`` moves such records aside, with a warning,
+    and keeps the rest."""
+    from tvm import te
+    from tvm.s_tir import Schedule
+
+    a = te.placeholder((4, 4), name="A")
+    prim = tvm.IRModule({"main": te.create_prim_func([a, te.compute((4, 4), lambda i, j: a[i, j] * 2, name="B")])})
+    sch = Schedule(prim)
+    sch.fuse(*sch.get_loops(sch.get_sblock("B")))
+    db = tune.open_database(tmp_path)
+    db.commit_tuning_record(
+        tvm.s_tir.meta_schedule.database.TuningRecord(
+            sch.trace, db.commit_workload(prim), [1e-3], tvm.target.Target("llvm")
+        )
+    )
+    records = tmp_path / tune.DATABASE_FILES[1]
+    good = records.read_text().splitlines()
+    assert len(good) == 1 and '"B","main"' in good[0]
+    bad = good[0].replace('"B","main"', '"missing","main"')
+    records.write_text(f"{good[0]}\n{bad}\n")
+    with caplog.at_level("WARNING", logger="tvm_eqsat"):
+        assert len(tune.open_database(tmp_path)) == 1
+    assert "set aside 1 of 2 tuning records" in caplog.text
+    assert records.read_text().splitlines() == good
+    assert (tmp_path / tune.REJECTED_RECORDS).read_text().splitlines() == [bad]
+    assert len(tune.open_database(tmp_path)) == 1  # opens cleanly now, nothing more set aside
+    assert (tmp_path / tune.REJECTED_RECORDS).read_text().splitlines() == [bad]

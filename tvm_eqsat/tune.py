@@ -346,15 +346,71 @@ def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModul
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
 
 
+REJECTED_RECORDS = "database_tuning_record.rejected.json"  # records TVM wrote but cannot read back
+
+
 def open_database(work_dir: str | os.PathLike) -> ms.Database:
-    """The JSON database in ``work_dir`` (created if missing)."""
+    """The JSON database in ``work_dir`` (created if missing).
+
+    MetaSchedule can write a record whose trace it cannot replay when it reads the file back
+    (seen on Zen 3: 16 of one reduction's 32 records), and then refuses the whole database.
+    Such records are moved to ``REJECTED_RECORDS`` beside it, with a warning, so a long tuning
+    run resumes instead of failing; the kernel's lost trials are tuned again."""
     path = Path(work_dir)
     path.mkdir(parents=True, exist_ok=True)
+    try:
+        return _json_database(path)
+    except Exception as err:  # TVM's loader raises a bare RuntimeError naming no record
+        if not _set_aside_unreadable_records(path):
+            raise
+        log.debug("the database in %s did not load: %s", path, err)
+        return _json_database(path)
+
+
+def _json_database(path: Path) -> ms.Database:
     return ms.database.JSONDatabase(
         path_workload=str(path / DATABASE_FILES[0]),
         path_tuning_record=str(path / DATABASE_FILES[1]),
         allow_missing=True,
     )
+
+
+def _set_aside_unreadable_records(path: Path) -> int:
+    """Move the tuning records in ``path`` that TVM cannot read back to ``REJECTED_RECORDS``;
+    how many were moved (0 when every record reads, so the fault lies elsewhere)."""
+    records_file = path / DATABASE_FILES[1]
+    if not records_file.is_file():
+        return 0
+    workload_lines = (path / DATABASE_FILES[0]).read_text().splitlines()
+    workloads: dict[int, Any] = {}
+    kept, rejected = [], []
+    for line in records_file.read_text().splitlines():
+        if not line.strip():
+            continue
+        try:
+            index, record = json.loads(line)
+            if index not in workloads:
+                workloads[index] = ms.database.Workload.from_json(json.loads(workload_lines[index]))
+            ms.database.TuningRecord.from_json(record, workloads[index])
+        except Exception:  # a line TVM cannot parse or a trace it cannot replay: both fail the load
+            rejected.append(line)
+            continue
+        kept.append(line)
+    if rejected:
+        with open(path / REJECTED_RECORDS, "a") as out:
+            out.write("".join(line + "\n" for line in rejected))
+        tmp = records_file.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, records_file)
+        log.warning(
+            "%s: set aside %d of %d tuning records that TVM cannot read back, in %s; "
+            "their kernels are tuned again where needed",
+            path,
+            len(rejected),
+            len(rejected) + len(kept),
+            REJECTED_RECORDS,
+        )
+    return len(rejected)
 
 
 def has_database(directory: str | os.PathLike) -> bool:
