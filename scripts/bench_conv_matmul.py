@@ -40,7 +40,7 @@ import tvm
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import harvest, models, provenance, timing, tune
+from tvm_eqsat import harvest, models, provenance, timing, tune, tuning_db
 from tvm_eqsat.evaluate import relative_difference
 from tvm_eqsat.forms import rewritten_form
 from tvm_eqsat.measure import kernel_workloads, module_graphs, module_workloads, workload_module
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     name = tune.target_name("llvm", mcpu, args.cold_cache)
     work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/conv-matmul-{name}")
     benchmark_db = Path(default_work_dir(name))
-    if args.work_dir is None and not tune.has_database(work) and tune.has_database(benchmark_db):
+    if args.work_dir is None and not tuning_db.has_database(work) and tuning_db.has_database(benchmark_db):
         shutil.copytree(benchmark_db, work)
     stem = Path(args.out_dir) / f"conv-matmul-{name}-t{args.trials}"
     old = json.loads(stem.with_suffix(".json").read_text()) if stem.with_suffix(".json").is_file() else {}

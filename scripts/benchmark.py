@@ -103,7 +103,7 @@ from tqdm import tqdm  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import tvm_eqsat  # noqa: E402
-from tvm_eqsat import console, models, provenance, timing, tune  # noqa: E402
+from tvm_eqsat import console, models, provenance, timing, tune, tuning_db  # noqa: E402
 from tvm_eqsat.verify import output_diffs  # noqa: E402
 
 log = logging.getLogger("benchmark")
@@ -342,7 +342,7 @@ def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: s
     t = time.perf_counter()
     seed, where = (AA_SEED, f"{work_dir}-aa") if v.name == "stock-aa" else (0, work_dir)
     db = (
-        tune.open_database(where)
+        tuning_db.open_database(where)
         if dry_run
         else tune.tune(
             v.mod, target, where, trials, seed=seed, population=POPULATION, progress=True, cold_cache=COLD_CACHE
@@ -932,7 +932,7 @@ def seed_databases(args) -> None:
                 f"this run {args.trials} (every variant's kernels get the same budget)"
             )
             continue
-        n = tune.seed_database(work, seed, args.trials)
+        n = tuning_db.seed_database(work, seed, args.trials)
         if not n:
             continue
         here = provenance.cpu_name()

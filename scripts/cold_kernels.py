@@ -30,7 +30,7 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 import tvm_eqsat
-from tvm_eqsat import models, provenance, tune
+from tvm_eqsat import models, provenance, tune, tuning_db
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import default_work_dir, machine_info, make_target, make_variant  # noqa: E402
@@ -42,7 +42,7 @@ COLUMNS = ("warm_record", "warm_run_warm", "warm_run_cold", "cold_record", "cold
 
 def time_kernel(task_mod, database, target, dev, repeat: int) -> dict[str, float] | None:
     """The database's best schedule of one kernel: its record and its run warm and cold (us)."""
-    records = tune.tuned_records(database, task_mod)
+    records = tuning_db.tuned_records(database, task_mod)
     if not records:
         return None
     sch = ms.tir_integration.compile_tir(database, task_mod, target)
@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     databases = {}
     for kind, cold in (("warm", False), ("cold", True)):
         work = Path(default_work_dir(tune.target_name("llvm", mcpu, cold)))
-        if tune.has_database(work):
-            databases[kind] = tune.open_database(work)
+        if tuning_db.has_database(work):
+            databases[kind] = tuning_db.open_database(work)
     if not databases:
         p.error(f"no tuning database for llvm -mcpu={mcpu}: run scripts/benchmark.py --flow tuned first")
     model = (models.SMALL if args.small else models.MODELS)[args.model]()

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tvm  # noqa: E402
 from benchmark import STOCK_VARIANTS, best_stock_table, make_target, make_variant, pass_options  # noqa: E402
 
-from tvm_eqsat import batch_tune, bundle, models, provenance, tune  # noqa: E402
+from tvm_eqsat import batch_tune, bundle, models, provenance, tuning_db  # noqa: E402
 from tvm_eqsat.graph import TensorTy, module_graphs, ty_of  # noqa: E402
 
 VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat", "eqsat+tvm")
@@ -173,7 +173,7 @@ def _saved_modules(folder: str, variants: list[str] | None = None, names: list[s
 
 
 def _kernel_key(task) -> str:
-    return tune.kernel_hash(task.dispatched[0])
+    return tuning_db.kernel_hash(task.dispatched[0])
 
 
 def candidates(args) -> None:

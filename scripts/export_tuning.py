@@ -20,7 +20,7 @@ import json
 import os
 from pathlib import Path
 
-from tvm_eqsat import provenance, tune
+from tvm_eqsat import provenance, tune, tuning_db
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,8 +51,8 @@ def main() -> None:
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
-        n = tune.prune_database(src, out, args.trials, compress=True)
-        budgets = json.loads((out / tune.BUDGETS).read_text())
+        n = tuning_db.prune_database(src, out, args.trials, compress=True)
+        budgets = json.loads((out / tuning_db.BUDGETS).read_text())
         (out / "SOURCE.json").write_text(
             json.dumps(
                 {
@@ -61,7 +61,7 @@ def main() -> None:
                     "cores": tune.available_cores(),
                     "date": datetime.date.today().isoformat(),
                     "kernels": n,
-                    "cpu_cache": tune.database_cache(out),
+                    "cpu_cache": tuning_db.database_cache(out),
                     "trial_budgets": sorted(set(budgets.values())),
                     **provenance.source_state(),
                 },

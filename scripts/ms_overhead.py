@@ -29,7 +29,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from tvm_eqsat import provenance, timing, tune
+from tvm_eqsat import provenance, timing, tune, tuning_db
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +101,7 @@ def main() -> None:
                     work.mkdir(parents=True, exist_ok=True)
                     seconds_file.write_text(json.dumps(seconds, indent=1))
                 logging.info("%s: %.0f s", key, seconds[key])
-                ex = tune.build(mod, target, tune.open_database(work / key))
+                ex = tune.build(mod, target, tuning_db.open_database(work / key))
                 samplers[(setting, seed)] = (key, timing.tvm_sampler(ex, dev, inputs, 10.0)[2])
         samples = timing.time_interleaved({k: f for k, (_, f) in samplers.items()}, args.repeat)
         for (setting, seed), (key, _) in samplers.items():

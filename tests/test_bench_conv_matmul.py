@@ -8,7 +8,7 @@ import tvm
 from helpers import load_script
 from tvm import relax
 
-from tvm_eqsat import tune
+from tvm_eqsat import tune, tuning_db
 
 pytest.importorskip("torch")  # the script imports the benchmark, which imports the model zoo
 
@@ -39,7 +39,7 @@ def test_only_the_1x1_conv_becomes_a_matmul_and_its_pair_has_both_forms_records(
     target = tune.tuning_target(tvm.target.Target("llvm"))
     tune.tune(forced, target, tmp_path / "db", trials=2)
     tune.tune(mod, target, tmp_path / "db", trials=2)  # the conv form of the 1x1 conv too
-    db = tune.open_database(tmp_path / "db")
+    db = tuning_db.open_database(tmp_path / "db")
     pairs = script.conv_pairs("m", mod, target, db)
     assert len(pairs) == 1  # the 3x3 conv is no pair
     pair = pairs[0]
@@ -47,4 +47,4 @@ def test_only_the_1x1_conv_becomes_a_matmul_and_its_pair_has_both_forms_records(
     assert len(pair["conv_us"]) == 1 and all(us > 0 for _, us in pair["conv_us"] + pair["matmul_us"])
     assert any("matmul" in name for name, _ in pair["matmul_us"])
     # nothing tuned: no pair (a record missing leaves the conv out, no zero)
-    assert script.conv_pairs("m", mod, target, tune.open_database(tmp_path / "empty")) == []
+    assert script.conv_pairs("m", mod, target, tuning_db.open_database(tmp_path / "empty")) == []

@@ -15,7 +15,7 @@ import tvm
 from helpers import const, load_script, module, tensor
 from tvm.relax import op as R
 
-from tvm_eqsat import batch_tune, bundle, tune
+from tvm_eqsat import batch_tune, bundle, tune, tuning_db
 
 
 def _mlp():
@@ -120,7 +120,7 @@ def test_offline_tuning_round_trip_on_the_cpu(tmp_path):
     import numpy as np
     import tvm
 
-    from tvm_eqsat import batch_tune, tune, verify
+    from tvm_eqsat import batch_tune, verify
 
     mod = _mlp()
     path = batch_tune.candidate_bundle(
@@ -204,7 +204,7 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
     device times is found under the unscheduled kernel, where the tuned build looks."""
     import gzip
 
-    from tvm_eqsat import batch_tune, tune
+    from tvm_eqsat import batch_tune
 
     (task,) = batch_tune.extract_tasks([_mlp()], CUDA, batch_tune.heavy)
     path = batch_tune.candidate_bundle([task], CUDA, tmp_path / "b", n=4)
@@ -225,7 +225,7 @@ def test_cuda_candidates_are_sampled_schedules_and_their_records_name_the_kernel
     (tmp_path / "results.json").write_text(json.dumps({"rows": rows}))
     db = batch_tune.record_results(path, tmp_path / "results.json", tmp_path / "db")
     assert len(db.get_all_tuning_records()) == 1
-    assert db.has_workload(kernel) and tune.tuned_records(db, kernel)
+    assert db.has_workload(kernel) and tuning_db.tuned_records(db, kernel)
     assert batch_tune.unmatched_records(db, [fresh]) == 0 and batch_tune.unmatched_records(db, []) == 1
     # the tuned build compiles the recorded candidate (the fastest), not dlight's schedule
     from tvm_eqsat.measure import cuda_sources
@@ -513,7 +513,7 @@ def test_aa_candidates_sample_each_stock_kernel_as_often_as_the_main_bundle(tmp_
     counts: dict[str, dict] = {}
 
     def capture(tasks, target, out_dir, n, **_):
-        counts[Path(out_dir).name] = dict(zip((tune.kernel_hash(t.dispatched[0]) for t in tasks), n))
+        counts[Path(out_dir).name] = dict(zip((tuning_db.kernel_hash(t.dispatched[0]) for t in tasks), n))
         return Path(out_dir)
 
     monkeypatch.setattr(batch_tune, "candidate_bundle", capture)

@@ -6,7 +6,7 @@ import pytest
 import tvm
 from helpers import load_script
 
-from tvm_eqsat import measure, tune
+from tvm_eqsat import measure, tune, tuning_db
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Workload
 
@@ -31,7 +31,7 @@ def test_every_kernel_gets_each_databases_record_and_both_runs_and_the_sums_coun
     assert script.totals(doubled) == {c: round(2 * rows[0][c] / 1e3, 3) for c in script.COLUMNS}
     # a kernel one database lacks: no total for that database, the other's still summed
     partial = script.variant_kernels(
-        mod, target, {"warm": databases["warm"], "cold": tune.open_database(tmp_path / "empty")}, tvm.cpu(0), 3
+        mod, target, {"warm": databases["warm"], "cold": tuning_db.open_database(tmp_path / "empty")}, tvm.cpu(0), 3
     )
     t = script.totals(partial)
     assert t["cold_run_cold"] is None and t["warm_run_cold"] > 0

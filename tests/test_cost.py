@@ -13,7 +13,7 @@ from helpers import assert_close, const, load_script, module, relax_ops, tensor
 from tvm import relax
 
 import tvm_eqsat
-from tvm_eqsat import cost, features, models, tune
+from tvm_eqsat import cost, features, models, tune, tuning_db
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.workload import Epilogue, Workload
 from tvm_eqsat.xgb_model import KernelModel, Sample, load_dataset, measured_table, train
@@ -1270,7 +1270,9 @@ def test_batch_norms_are_priced_at_the_rate_their_tuned_kernels_ran():
     import statistics
     from pathlib import Path
 
-    database = tune.read_database(str(Path(__file__).resolve().parent.parent / "benchmarks/tuning/llvm-znver5-cold"))
+    database = tuning_db.read_database(
+        str(Path(__file__).resolve().parent.parent / "benchmarks/tuning/llvm-znver5-cold")
+    )
     rate = cost.RooflineCostModel("llvm", "tuned", 512, "znver5")
     traffic = cost.RooflineCostModel("llvm", "tuned", 512, "znver5")
     traffic.machine = dataclasses.replace(traffic.machine, batch_norm_ns=0.0)

@@ -18,7 +18,7 @@ import tvm
 from helpers import load_script, module, tensor
 from tvm import relax
 
-from tvm_eqsat import harvest, measure, tune, verify
+from tvm_eqsat import harvest, measure, tune, tuning_db, verify
 from tvm_eqsat.graph import TensorTy, graph_from_block
 from tvm_eqsat.workload import Epilogue, Workload
 
@@ -111,12 +111,12 @@ def test_harvest_reads_a_tuned_modules_kernels(tmp_path):
     assert found.workload == measure.module_workloads(tuned)[0]
     assert found.workload.epilogue == (Epilogue("Add", (64,)), Epilogue("Relu"))
     assert 0 < found.median_us < 1e6 and found.trials == 2
-    tune.prune_database(tmp_path, tmp_path / "pruned")  # one record kept: the budget still says 2
+    tuning_db.prune_database(tmp_path, tmp_path / "pruned")  # one record kept: the budget still says 2
     assert [h.trials for h in harvest.harvest(str(tmp_path / "pruned"), [tuned], "llvm")] == [2]
     # timed afresh from the pruned records: a spread, and nothing tuned (no record added)
     ((again, m),) = harvest.retime([found], str(tmp_path / "pruned"), "llvm", repeat=5)
     assert again is found and len(m.runs) == 5 and 0 < m.p10_us <= m.median_us <= m.p90_us
-    assert len((tmp_path / "pruned" / tune.DATABASE_FILES[1]).read_text().splitlines()) == 1
+    assert len((tmp_path / "pruned" / tuning_db.DATABASE_FILES[1]).read_text().splitlines()) == 1
     assert harvest.harvest(str(tmp_path), [mlp(48)], "llvm") == []
     with pytest.raises(FileNotFoundError, match="database"):
         harvest.harvest(str(tmp_path / "nothing"), [tuned], "llvm")
@@ -128,7 +128,7 @@ def test_harvest_script_builds_the_small_models_it_is_asked_for(tmp_path):
     ``small`` argument); a database without their kernels is a clear stop."""
     pytest.importorskip("torch")
     train_script = load_script("train_cost_model")
-    tune.open_database(tmp_path)  # an empty database
+    tuning_db.open_database(tmp_path)  # an empty database
     with pytest.raises(SystemExit, match="none of the kernels"):
         train_script.harvest_dataset(str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "dataset.csv")
 
@@ -146,7 +146,7 @@ def test_harvest_script_reads_both_sizes_of_a_database(tmp_path, monkeypatch):
 
     monkeypatch.setitem(models.SMALL, "resnet-block", builder("small"))
     monkeypatch.setitem(models.MODELS, "resnet-block", builder("full"))
-    tune.open_database(tmp_path)  # an empty database: every model is built, then the clear stop
+    tuning_db.open_database(tmp_path)  # an empty database: every model is built, then the clear stop
     with pytest.raises(SystemExit, match="none of the kernels"):
         train_script.harvest_dataset(
             str(tmp_path), ["resnet-block"], True, "llvm", tmp_path / "d.csv", full=["resnet-block"]
@@ -301,22 +301,22 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     mod = measure.workload_module(MATMUL)
     target = tvm.target.Target("llvm")
     tune.tune(mod, target, tmp_path / "work", trials=8, progress=True)  # with the bar of trials
-    assert tune.prune_database(tmp_path / "work", tmp_path / "committed") == 1
-    assert tune.prune_database(tmp_path / "work", tmp_path / "longer", min_trials=16) == 0  # tuned with 8 only
+    assert tuning_db.prune_database(tmp_path / "work", tmp_path / "committed") == 1
+    assert tuning_db.prune_database(tmp_path / "work", tmp_path / "longer", min_trials=16) == 0  # tuned with 8 only
     # the kernel as another module names it (its fused function's number differs): found by structure
-    path = tmp_path / "committed" / tune.BUDGETS
+    path = tmp_path / "committed" / tuning_db.BUDGETS
     budgets = json.loads(path.read_text())
     path.write_text(json.dumps({f"fused_renamed-{key.rsplit('-', 1)[1]}": v for key, v in budgets.items()}))
-    assert tune.seed_database(tmp_path / "at-16", tmp_path / "committed", trials=16) == 0  # tuned with 8, not 16
-    assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed", trials=8) == 1
-    assert tune.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
-    assert tune.seed_database(tmp_path / "other", tmp_path / "missing") == 0
+    assert tuning_db.seed_database(tmp_path / "at-16", tmp_path / "committed", trials=16) == 0  # tuned with 8, not 16
+    assert tuning_db.seed_database(tmp_path / "fresh", tmp_path / "committed", trials=8) == 1
+    assert tuning_db.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
+    assert tuning_db.seed_database(tmp_path / "other", tmp_path / "missing") == 0
     # gzipped, as scripts/export_tuning.py commits it: read back the same
-    assert tune.prune_database(tmp_path / "work", tmp_path / "packed", compress=True) == 1
+    assert tuning_db.prune_database(tmp_path / "work", tmp_path / "packed", compress=True) == 1
     packed = {p.name for p in (tmp_path / "packed").iterdir()}
-    assert {f"{n}.gz" for n in tune.DATABASE_FILES} <= packed and not set(tune.DATABASE_FILES) & packed
-    assert tune.has_database(tmp_path / "packed") and not tune.has_database(tmp_path / "missing")
-    assert tune.seed_database(tmp_path / "fresh-from-packed", tmp_path / "packed") == 1
+    assert {f"{n}.gz" for n in tuning_db.DATABASE_FILES} <= packed and not set(tuning_db.DATABASE_FILES) & packed
+    assert tuning_db.has_database(tmp_path / "packed") and not tuning_db.has_database(tmp_path / "missing")
+    assert tuning_db.seed_database(tmp_path / "fresh-from-packed", tmp_path / "packed") == 1
     calls = []
     monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
     db = tune.tune(mod, target, tmp_path / "fresh", trials=8)
@@ -346,21 +346,21 @@ def test_cold_tuning_flushes_the_weights_and_keeps_its_database_apart(tmp_path, 
     monkeypatch.setattr(tune, "run_evaluator_common", spy)
     db = tune.tune(mod, target, tmp_path / "cold", trials=4, cold_cache=True)
     assert timed and all(e.enable_cpu_cache_flush and e.number == 1 and e.min_repeat_ms == 0 for e in timed)
-    assert tune.database_cache(tmp_path / "cold") == "cold" and tune.tuned_records(db, _task_mod(mod))
+    assert tuning_db.database_cache(tmp_path / "cold") == "cold" and tuning_db.tuned_records(db, _task_mod(mod))
     with pytest.raises(ValueError, match="cold caches"):
         tune.tune(mod, target, tmp_path / "cold", trials=4)
     timed.clear()
     tune.tune(mod, target, tmp_path / "warm", trials=4)
     assert timed and not any(e.enable_cpu_cache_flush for e in timed)
-    assert tune.database_cache(tmp_path / "warm") == "warm" and tune.database_cache(tmp_path / "none") is None
+    assert tuning_db.database_cache(tmp_path / "warm") == "warm" and tuning_db.database_cache(tmp_path / "none") is None
     with pytest.raises(ValueError, match="warm caches"):
         tune.tune(mod, target, tmp_path / "warm", trials=4, cold_cache=True)
-    tune.prune_database(tmp_path / "cold", tmp_path / "committed", compress=True)
-    assert tune.database_cache(tmp_path / "committed") == "cold"
-    assert tune.seed_database(tmp_path / "seeded", tmp_path / "committed") == 1
-    assert tune.database_cache(tmp_path / "seeded") == "cold"
+    tuning_db.prune_database(tmp_path / "cold", tmp_path / "committed", compress=True)
+    assert tuning_db.database_cache(tmp_path / "committed") == "cold"
+    assert tuning_db.seed_database(tmp_path / "seeded", tmp_path / "committed") == 1
+    assert tuning_db.database_cache(tmp_path / "seeded") == "cold"
     with pytest.raises(ValueError, match="warm caches; adding kernels timed cold"):
-        tune.seed_database(tmp_path / "warm", tmp_path / "committed")
+        tuning_db.seed_database(tmp_path / "warm", tmp_path / "committed")
     with pytest.raises(ValueError, match="llvm"):
         tune.tune(
             mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), tmp_path / "gpu", trials=4, cold_cache=True
@@ -544,7 +544,7 @@ def test_a_database_goes_before_dlight_so_dlight_schedules_only_what_it_lacks(tm
     """On CUDA a tuned build applies the database's kernels, then dlight's default
     schedules to the rest: with an empty database it is the stock build, and it compiles."""
     target = tvm.target.Target({"kind": "cuda", "arch": "sm_90"})
-    db = tune.open_database(tmp_path / "db")
+    db = tuning_db.open_database(tmp_path / "db")
     names = [p.info.name for p in tune.legalize_passes(target, db)]
     assert names.index("MetaScheduleApplyDatabase") == names.index("ApplyDefaultSchedule") - 1
     assert "MetaScheduleApplyDatabase" not in [p.info.name for p in tune.legalize_passes(target)]
@@ -566,21 +566,21 @@ def test_a_record_tvm_cannot_read_back_is_set_aside_and_the_database_still_opens
     prim = tvm.IRModule({"main": te.create_prim_func([a, te.compute((4, 4), lambda i, j: a[i, j] * 2, name="B")])})
     sch = Schedule(prim)
     sch.fuse(*sch.get_loops(sch.get_sblock("B")))
-    db = tune.open_database(tmp_path)
+    db = tuning_db.open_database(tmp_path)
     db.commit_tuning_record(
         tvm.s_tir.meta_schedule.database.TuningRecord(
             sch.trace, db.commit_workload(prim), [1e-3], tvm.target.Target("llvm")
         )
     )
-    records = tmp_path / tune.DATABASE_FILES[1]
+    records = tmp_path / tuning_db.DATABASE_FILES[1]
     good = records.read_text().splitlines()
     assert len(good) == 1 and '"B","main"' in good[0]
     bad = good[0].replace('"B","main"', '"missing","main"')
     records.write_text(f"{good[0]}\n{bad}\n")
     with caplog.at_level("WARNING", logger="tvm_eqsat"):
-        assert len(tune.open_database(tmp_path)) == 1
+        assert len(tuning_db.open_database(tmp_path)) == 1
     assert "set aside 1 of 2 tuning records" in caplog.text
     assert records.read_text().splitlines() == good
-    assert (tmp_path / tune.REJECTED_RECORDS).read_text().splitlines() == [bad]
-    assert len(tune.open_database(tmp_path)) == 1  # opens cleanly now, nothing more set aside
-    assert (tmp_path / tune.REJECTED_RECORDS).read_text().splitlines() == [bad]
+    assert (tmp_path / tuning_db.REJECTED_RECORDS).read_text().splitlines() == [bad]
+    assert len(tuning_db.open_database(tmp_path)) == 1  # opens cleanly now, nothing more set aside
+    assert (tmp_path / tuning_db.REJECTED_RECORDS).read_text().splitlines() == [bad]

@@ -33,7 +33,7 @@ import tvm
 from tqdm import tqdm
 from tvm.s_tir import meta_schedule as ms
 
-from . import bundle, provenance, tune
+from . import bundle, provenance, tune, tuning_db
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -67,7 +67,7 @@ def extract_tasks(mods: list[tvm.IRModule], target: Any, select=None) -> list:
     for mod in mods:
         for task in ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), target):
             if select is None or select(task):
-                found.setdefault(tune.kernel_hash(task.dispatched[0]), task)
+                found.setdefault(tuning_db.kernel_hash(task.dispatched[0]), task)
     return list(found.values())
 
 
@@ -245,8 +245,10 @@ def unmatched_records(database, tasks: list) -> int:
     tuned build of those modules would never use them.  Zero for records made from the
     same modules' candidates; a past bug recorded every CUDA candidate under dlight's
     scheduled module, which this counts."""
-    looked_up = {tune.kernel_hash(t.dispatched[0]) for t in tasks if tune.tuned_records(database, t.dispatched[0])}
-    named = {tune.kernel_hash(r.workload.mod) for r in database.get_all_tuning_records()}
+    looked_up = {
+        tuning_db.kernel_hash(t.dispatched[0]) for t in tasks if tuning_db.tuned_records(database, t.dispatched[0])
+    }
+    named = {tuning_db.kernel_hash(r.workload.mod) for r in database.get_all_tuning_records()}
     return len(named - looked_up)
 
 
@@ -270,7 +272,7 @@ def _timed_kernels(bundle_dir: str | os.PathLike, results: str | os.PathLike):
 def kernel_times(pairs: list[tuple[str, str]]) -> dict[str, tuple[float, int]]:
     """What the tuned flow runs each kernel of these (bundle, results) device runs in: the
     faster of its stock schedule and its best candidate, in microseconds, and how many
-    schedules were timed, by kernel structure (``tune.kernel_hash``).  These are the
+    schedules were timed, by kernel structure (``tuning_db.kernel_hash``).  These are the
     training labels of a target tuned offline: its database holds only the kernels a
     candidate won, and the tuned build runs the others as the stock pipeline schedules them."""
     out: dict[str, tuple[float, int]] = {}
@@ -278,7 +280,7 @@ def kernel_times(pairs: list[tuple[str, str]]) -> dict[str, tuple[float, int]]:
         info, timed, kernels = _timed_kernels(bundle_dir, results)
         for index, base, cands in kernels:
             times = [timed[cands[0]["name"]]["median_ms"]] + ([base["median_ms"]] if base else [])
-            key = tune.kernel_hash(tvm.ir.load_json(info["workloads"][index]))
+            key = tuning_db.kernel_hash(tvm.ir.load_json(info["workloads"][index]))
             out[key] = (min(times) * 1e3, len(cands) + (base is not None))
     return out
 
@@ -298,7 +300,7 @@ def record_results(
 
     info, timed, kernels = _timed_kernels(bundle_dir, results)
     target = tvm.target.Target(info["target"])
-    database = tune.open_database(work_dir)
+    database = tuning_db.open_database(work_dir)
     committed = 0
     for _, base, cands in kernels:
         if base is not None:

@@ -31,17 +31,8 @@ import numpy as np
 import tvm
 
 from .measure import Measurement, module_workloads, time_executable, workload_module
-from .tune import (
-    budgets_by_hash,
-    build,
-    fuse_for_tuning,
-    has_database,
-    kernel_hash,
-    read_database,
-    tuned_records,
-    tuning_target,
-    use_all_cores,
-)
+from .tune import build, fuse_for_tuning, tuning_target, use_all_cores
+from .tuning_db import budgets_by_hash, has_database, kernel_hash, read_database, tuned_records
 from .verify import random_inputs
 from .workload import Workload
 

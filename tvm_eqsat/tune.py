@@ -4,8 +4,8 @@ The stock ``tune_relax`` fails here in ways that are not about the kernels: the
 default LocalBuilder's worker processes time out on every candidate, and the
 default runner uses the same worker pool.  This module builds each candidate in
 a forked child with a time-out, runs it in-process (or times it on a remote
-device through TVM's RPC tracker), keeps one JSON database per work directory so nothing is tuned twice,
-and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand.
+device through TVM's RPC tracker), keeps one JSON database per work directory so nothing is tuned
+twice (``tuning_db``), and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand.
 
     db = tune(mod, "llvm", work_dir="ms_db", trials=64)
     ex = build(mod, "llvm", database=db)
@@ -14,7 +14,6 @@ and sets ``TVM_NUM_THREADS`` and the target's ``num-cores`` to the cores at hand
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import multiprocessing
 import os
@@ -23,12 +22,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import wait
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import tvm
-import tvm_ffi
 from tvm import relax
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
@@ -36,6 +33,16 @@ from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
 from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
 from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
+from .tuning_db import (
+    budgets_by_hash,
+    claim_cache,
+    kernel_hash,
+    open_database,
+    read_budgets,
+    tuned_records,
+    write_budgets,
+)
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -266,32 +273,6 @@ def random_args(args_info, device, fill=None) -> list:
 # timing is for CPU targets only.
 WARM_EVALUATOR = EvaluatorConfig(number=3, repeat=1, min_repeat_ms=40)
 COLD_EVALUATOR = EvaluatorConfig(number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True)
-CACHE_FILE = "tvm_eqsat_cache.json"  # {"cpu_cache": "warm" | "cold"}: how a database's records were timed
-
-
-def database_cache(work_dir: str | os.PathLike) -> str | None:
-    """How the records in ``work_dir`` were timed: 'warm' or 'cold' (``CACHE_FILE``), 'warm'
-    for a database without the file (every database before it), None for no database."""
-    path = Path(work_dir) / CACHE_FILE
-    if path.is_file():
-        return json.loads(path.read_text())["cpu_cache"]
-    return "warm" if has_database(work_dir) else None
-
-
-def claim_cache(work_dir: str | os.PathLike, cpu_cache: str) -> None:
-    """Mark ``work_dir`` as holding records timed ``cpu_cache`` ('warm' or 'cold'); a
-    ValueError if it holds records timed the other way (their times do not compare, and
-    tuning would rank one against the other)."""
-    if cpu_cache not in ("warm", "cold"):
-        raise ValueError(f"cpu_cache must be 'warm' or 'cold', not {cpu_cache!r}")
-    have = database_cache(work_dir)
-    if have not in (None, cpu_cache):
-        raise ValueError(
-            f"{work_dir} holds kernels timed with {have} caches; adding kernels timed {cpu_cache} would mix the two "
-            f"(use another work dir: tune.target_name(..., cold_cache=...) names one per kind)"
-        )
-    Path(work_dir).mkdir(parents=True, exist_ok=True)
-    (Path(work_dir) / CACHE_FILE).write_text(json.dumps({"cpu_cache": cpu_cache}) + "\n")
 
 
 @derived_object
@@ -343,228 +324,13 @@ def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModul
         return tvm.transform.Sequential(dispatch + passes)(mod)
 
 
-DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
-
-
-REJECTED_RECORDS = "database_tuning_record.rejected.json"  # records TVM wrote but cannot read back
-
-
-def open_database(work_dir: str | os.PathLike) -> ms.Database:
-    """The JSON database in ``work_dir`` (created if missing).
-
-    MetaSchedule can write a record whose trace it cannot replay when it reads the file back
-    (seen on Zen 3: 16 of one reduction's 32 records), and then refuses the whole database.
-    Such records are moved to ``REJECTED_RECORDS`` beside it, with a warning, so a long tuning
-    run resumes instead of failing; the kernel's lost trials are tuned again."""
-    path = Path(work_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        return _json_database(path)
-    except Exception as err:  # TVM's loader raises a bare RuntimeError naming no record
-        if not _set_aside_unreadable_records(path):
-            raise
-        log.debug("the database in %s did not load: %s", path, err)
-        return _json_database(path)
-
-
-def _json_database(path: Path) -> ms.Database:
-    return ms.database.JSONDatabase(
-        path_workload=str(path / DATABASE_FILES[0]),
-        path_tuning_record=str(path / DATABASE_FILES[1]),
-        allow_missing=True,
-    )
-
-
-def _set_aside_unreadable_records(path: Path) -> int:
-    """Move the tuning records in ``path`` that TVM cannot read back to ``REJECTED_RECORDS``;
-    how many were moved (0 when every record reads, so the fault lies elsewhere)."""
-    records_file = path / DATABASE_FILES[1]
-    if not records_file.is_file():
-        return 0
-    workload_lines = (path / DATABASE_FILES[0]).read_text().splitlines()
-    workloads: dict[int, Any] = {}
-    kept, rejected = [], []
-    for line in records_file.read_text().splitlines():
-        if not line.strip():
-            continue
-        try:
-            index, record = json.loads(line)
-            if index not in workloads:
-                workloads[index] = ms.database.Workload.from_json(json.loads(workload_lines[index]))
-            ms.database.TuningRecord.from_json(record, workloads[index])
-        except Exception:  # a line TVM cannot parse or a trace it cannot replay: both fail the load
-            rejected.append(line)
-            continue
-        kept.append(line)
-    if rejected:
-        with open(path / REJECTED_RECORDS, "a") as out:
-            out.write("".join(line + "\n" for line in rejected))
-        tmp = records_file.with_suffix(".tmp")
-        tmp.write_text("".join(line + "\n" for line in kept))
-        os.replace(tmp, records_file)
-        log.warning(
-            "%s: set aside %d of %d tuning records that TVM cannot read back, in %s; "
-            "their kernels are tuned again where needed",
-            path,
-            len(rejected),
-            len(rejected) + len(kept),
-            REJECTED_RECORDS,
-        )
-    return len(rejected)
-
-
-def has_database(directory: str | os.PathLike) -> bool:
-    """Does ``directory`` hold tuning records, as JSON or gzipped (a committed database)?"""
-    path = Path(directory)
-    return any((path / f"{DATABASE_FILES[1]}{ext}").is_file() for ext in ("", ".gz"))
-
-
-_UNPACKED: dict[tuple, str] = {}  # (a gzipped database, its mtime) -> the folder it was unpacked to
-
-
-def read_database(directory: str | os.PathLike) -> ms.Database:
-    """The database in ``directory`` for reading: a gzipped one (what ``prune_database(...,
-    compress=True)`` writes, so the committed databases stay small) is unpacked once into a
-    temporary folder; a plain one is opened where it is."""
-    import atexit
-    import gzip
-    import shutil
-    import tempfile
-
-    path = Path(directory).resolve()
-    records = path / f"{DATABASE_FILES[1]}.gz"
-    if not records.is_file():
-        return open_database(path)
-    key = (path, records.stat().st_mtime_ns)
-    if key not in _UNPACKED:
-        tmp = tempfile.mkdtemp(prefix="tvm_eqsat_db_")
-        atexit.register(shutil.rmtree, tmp, True)
-        for name in DATABASE_FILES:
-            packed = path / f"{name}.gz"
-            if packed.is_file():
-                with gzip.open(packed, "rb") as src, open(Path(tmp) / name, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-        _UNPACKED[key] = tmp
-    return open_database(_UNPACKED[key])
-
-
 # seconds per candidate, building and timing, on 2 cores (small models' kernels, 64 trials,
 # population 128: 0.8-1.3 s on the 2-core EPYC and Xeon VMs): the estimate a tuning run prints
 SECONDS_PER_TRIAL = 1.0
-BUDGETS = "tvm_eqsat_budgets.json"  # task key -> the largest trial budget it was tuned with
 
 
 def _task_key(task) -> str:
     return f"{task.task_name}-{kernel_hash(task.dispatched[0])}"
-
-
-def _read_budgets(work_dir) -> dict[str, int]:
-    path = Path(work_dir) / BUDGETS
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def budgets_by_hash(work_dir, budgets: dict[str, int] | None = None) -> dict[str, int]:
-    """The budgets (``work_dir``'s, or ``budgets`` as read) by kernel structure alone: a task's
-    name numbers its fused function within the module it came from (``fused_conv2d13_add9_relu9``
-    in one variant of a model is ``fused_conv2d17_add9_relu9`` in another), so the same kernel
-    must be found by its hash."""
-    out: dict[str, int] = {}
-    for key, trials in (_read_budgets(work_dir) if budgets is None else budgets).items():
-        h = key.rsplit("-", 1)[1]
-        out[h] = max(trials, out.get(h, 0))
-    return out
-
-
-def _write_budgets(work_dir, budgets: dict[str, int]) -> None:
-    (Path(work_dir) / BUDGETS).write_text(json.dumps(budgets, indent=0, sort_keys=True))
-
-
-def kernel_hash(task_mod: tvm.IRModule) -> str:
-    """The structural part of ``_task_key`` (a database record knows its module, not its task name)."""
-    return f"{tvm_ffi.structural_hash(task_mod) & 0xFFFFFFFFFFFF:x}"
-
-
-def prune_database(
-    work_dir: str | os.PathLike, out_dir: str | os.PathLike, min_trials: int = 0, compress: bool = False
-) -> int:
-    """The best record of every kernel in ``work_dir`` that was tuned with at least
-    ``min_trials`` trials (by its recorded budget; 0: every kernel), with the budgets, as a
-    fresh database in ``out_dir`` (what the benchmark commits: anyone can rebuild the
-    measured kernels without tuning); ``compress``: its files gzipped (``read_database``
-    reads them; the TIR of every kernel takes about 10x less room).  Returns the number of
-    kernels."""
-    import gzip
-    import shutil
-    import tempfile
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name in DATABASE_FILES:
-        (out / name).unlink(missing_ok=True)
-        (out / f"{name}.gz").unlink(missing_ok=True)
-    budgets = _read_budgets(work_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        open_database(work_dir).dump_pruned(open_database(tmp))
-        by_hash = budgets_by_hash(work_dir, budgets)
-        dst = open_database(out)
-        for record in open_database(tmp).get_all_tuning_records():
-            if min_trials and by_hash.get(kernel_hash(record.workload.mod), 0) < min_trials:
-                continue
-            workload = dst.commit_workload(record.workload.mod)
-            dst.commit_tuning_record(
-                ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
-            )
-    _write_budgets(out, {key: trials for key, trials in budgets.items() if trials >= min_trials})
-    (out / CACHE_FILE).write_text(json.dumps({"cpu_cache": database_cache(work_dir) or "warm"}) + "\n")
-    path = out / DATABASE_FILES[1]
-    kernels = sum(1 for line in path.read_text().splitlines() if line.strip()) if path.is_file() else 0
-    if compress:
-        for name in DATABASE_FILES:
-            if (out / name).is_file():
-                with open(out / name, "rb") as src, gzip.open(out / f"{name}.gz", "wb", compresslevel=9) as dst:
-                    shutil.copyfileobj(src, dst)
-                (out / name).unlink()
-    return kernels
-
-
-def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, trials: int | None = None) -> int:
-    """Copy into ``work_dir`` the records of ``seed_dir`` (a pruned database) for kernels
-    ``work_dir`` has no record of, with their trial budgets, so that ``tune`` skips them;
-    ``trials``: only the kernels tuned with exactly that budget.  Returns the number of
-    kernels copied (0 if ``seed_dir`` holds no database)."""
-    seed = Path(seed_dir)
-    if not has_database(seed):
-        return 0
-    claim_cache(work_dir, database_cache(seed))
-    src, dst = read_database(seed), open_database(work_dir)
-    seed_budgets = _read_budgets(seed)
-    if trials is not None:
-        seed_budgets = {key: n for key, n in seed_budgets.items() if n == trials}
-    wanted = {key.rsplit("-", 1)[1] for key in seed_budgets}
-    copied = 0
-    for record in src.get_all_tuning_records():
-        mod = record.workload.mod
-        if trials is not None and kernel_hash(mod) not in wanted:
-            continue
-        if dst.has_workload(mod) and tuned_records(dst, mod):
-            continue
-        workload = dst.commit_workload(mod)
-        dst.commit_tuning_record(
-            ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
-        )
-        copied += 1
-    budgets = _read_budgets(work_dir)
-    for key, n in seed_budgets.items():
-        budgets[key] = max(n, budgets.get(key, 0))
-    _write_budgets(work_dir, budgets)
-    return copied
-
-
-def tuned_records(database: ms.Database, task_mod: tvm.IRModule) -> list:
-    """Every valid tuning record of one kernel (task module), best first; [] if never tuned."""
-    if not database.has_workload(task_mod):
-        return []
-    return list(database.get_top_k(database.commit_workload(task_mod), 1 << 20))
 
 
 def _tuned_trials(database: ms.Database, task_mod: tvm.IRModule) -> int:
@@ -740,9 +506,9 @@ def tune(
         if bar is not None:
             bar.close()
     # kernels with fewer schedules than ``trials`` never fill the database: remember the budget
-    budgets = _read_budgets(work_dir)
+    budgets = read_budgets(work_dir)
     budgets.update({_task_key(t): max(trials, budgets.get(_task_key(t), 0)) for t in todo})
-    _write_budgets(work_dir, budgets)
+    write_budgets(work_dir, budgets)
     return database
 
 
