@@ -486,6 +486,7 @@ def tune(
             f"about {minutes:.0f} min on {available_cores()} cores"
         )
         callbacks = [*callbacks, _Progress(bar)]
+    records_before = len(database)
     try:
         for left, group in sorted(groups.items()):
             contexts, weights = _tune_contexts(group, available_cores(), seed, population)
@@ -505,6 +506,15 @@ def tune(
     finally:
         if bar is not None:
             bar.close()
+    measured = len(database) - records_before
+    if measured < total:  # the bar stops short of its end: say why, not leave it looking cut off
+        log.info(
+            "measured %d of the %d trials planned: kernels with fewer distinct schedules than %d "
+            "(element-wise ones often have one or two) stop when their search finds nothing new",
+            measured,
+            total,
+            trials,
+        )
     # kernels with fewer schedules than ``trials`` never fill the database: remember the budget
     budgets = read_budgets(work_dir)
     budgets.update({_task_key(t): max(trials, budgets.get(_task_key(t), 0)) for t in todo})
