@@ -59,10 +59,13 @@ REJECTED_RECORDS = "database_tuning_record.rejected.json"  # records TVM wrote b
 def open_database(work_dir: str | os.PathLike) -> ms.Database:
     """The JSON database in ``work_dir`` (created if missing).
 
-    MetaSchedule can write a record whose trace it cannot replay when it reads the file back
-    (seen on Zen 3: 16 of one reduction's 32 records), and then refuses the whole database.
+    MetaSchedule can write a record whose trace it cannot replay when it reads the file back,
+    and then refuses the whole database.  Seen: two models' global-average-pool reductions,
+    equal but for their block names (``lv415_red``, ``lv448_red``: legalization names a
+    reduction after its input variable); MetaSchedule keeps one workload for both (structural
+    equality ignores names), the second one's records name blocks the stored workload lacks.
     Such records are moved to ``REJECTED_RECORDS`` beside it, with a warning, so a long tuning
-    run resumes instead of failing; the kernel's lost trials are tuned again."""
+    run resumes instead of failing; the workload keeps the records that replay."""
     path = Path(work_dir)
     path.mkdir(parents=True, exist_ok=True)
     try:
