@@ -19,7 +19,7 @@ def small_tuning_population(monkeypatch):
     """In-process tuning searches with ``TEST_POPULATION`` (scripts run as subprocesses keep theirs)."""
     contexts = tune._tune_contexts
 
-    def capped(tasks, num_threads, seed, population=512):
-        return contexts(tasks, num_threads, seed, min(population, TEST_POPULATION))
+    def capped(tasks, num_threads, seed, population=512, database=None):
+        return contexts(tasks, num_threads, seed, min(population, TEST_POPULATION), database)
 
     monkeypatch.setattr(tune, "_tune_contexts", capped)

@@ -596,3 +596,22 @@ def test_a_kernel_with_fewer_schedules_than_the_budget_says_so(tmp_path, caplog)
         db = tune.tune(mod, tvm.target.Target("llvm"), tmp_path, trials=32)
     assert 0 < len(db) < 32
     assert f"measured {len(db)} of the 32 trials planned" in caplog.text
+
+
+def test_a_kernel_stored_under_other_names_is_tuned_in_its_stored_form(tmp_path, caplog):
+    """Two global pools equal but for their reduction block's name (after the input variable):
+    MetaSchedule files both under the first one's workload, so tuning the second must trace
+    that form, or the database holds records it cannot read back (Inception-v3, Zen 3)."""
+
+    def pool(name):
+        x = tensor(name, (1, 64, 8, 8))
+        return module([x], lambda bb, x: relax.op.mean(x, axis=[2, 3], keepdims=True))
+
+    target = tvm.target.Target("llvm")
+    tune.tune(pool("first"), target, tmp_path, trials=2)
+    tune.tune(pool("second"), target, tmp_path, trials=4)  # the same kernel, two trials more
+    records = (tmp_path / tuning_db.DATABASE_FILES[1]).read_text()
+    assert "first_red" in records and "second_red" not in records
+    with caplog.at_level("WARNING", logger="tvm_eqsat"):
+        assert len(tuning_db.open_database(tmp_path)) == records.count("\n") >= 3
+    assert "set aside" not in caplog.text

@@ -372,9 +372,14 @@ def name_frozen_import_frames() -> None:
             inspect.modulesbyfile.setdefault(f"<frozen {module.__name__}>", name)
 
 
-def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512):
+def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512, database: ms.Database | None = None):
     """TuneContexts logging to ``tvm_eqsat.meta_schedule`` (MetaSchedule's own per-task
-    file loggers break on a second call in a process that has other log handlers)."""
+    file loggers break on a second call in a process that has other log handlers).
+
+    A kernel ``database`` already holds is tuned in the form it holds: MetaSchedule files
+    structurally equal kernels under one workload, but a trace names blocks, and a reduction's
+    block is named after its input variable (``lv415_red`` in one model, ``lv448_red`` in
+    another), so records traced on the other form could not be replayed on the stored one."""
     from tvm.s_tir.meta_schedule.utils import fork_seed
 
     import_tensor_intrinsics()
@@ -384,7 +389,7 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512):
     for task, rand_state in zip(tasks, fork_seed(seed, n=len(tasks))):
         contexts.append(
             ms.TuneContext(
-                mod=task.dispatched[0],
+                mod=_stored_form(database, task.dispatched[0]),
                 target=task.target,
                 space_generator="post-order-apply",
                 search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
@@ -396,6 +401,12 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512):
         )
         weights.append(float(task.weight))
     return contexts, weights
+
+
+def _stored_form(database: ms.Database | None, task_mod: tvm.IRModule) -> tvm.IRModule:
+    if database is not None and database.has_workload(task_mod):
+        return database.commit_workload(task_mod).mod
+    return task_mod
 
 
 def _pending(
@@ -489,7 +500,7 @@ def tune(
     records_before = len(database)
     try:
         for left, group in sorted(groups.items()):
-            contexts, weights = _tune_contexts(group, available_cores(), seed, population)
+            contexts, weights = _tune_contexts(group, available_cores(), seed, population, database)
             ms.tune_tasks(
                 tasks=contexts,
                 task_weights=weights,

@@ -64,8 +64,10 @@ def open_database(work_dir: str | os.PathLike) -> ms.Database:
     equal but for their block names (``lv415_red``, ``lv448_red``: legalization names a
     reduction after its input variable); MetaSchedule keeps one workload for both (structural
     equality ignores names), the second one's records name blocks the stored workload lacks.
-    Such records are moved to ``REJECTED_RECORDS`` beside it, with a warning, so a long tuning
-    run resumes instead of failing; the workload keeps the records that replay."""
+    ``tune.tune`` now traces such a kernel in its stored form; databases written before (and
+    by other tools) can still hold such records.  They are moved to ``REJECTED_RECORDS``
+    beside it, with a warning, so a long tuning run resumes instead of failing; the workload
+    keeps the records that replay."""
     path = Path(work_dir)
     path.mkdir(parents=True, exist_ok=True)
     try:
