@@ -525,3 +525,44 @@ def test_aa_candidates_sample_each_stock_kernel_as_often_as_the_main_bundle(tmp_
     assert aa and set(aa) < set(main)  # stock's kernels, a strict subset (NHWC convs are others)
     assert all(aa[k] == main[k] for k in aa)
     assert sum(aa.values()) < 200
+
+
+def test_a_timed_candidate_is_recorded_only_where_its_trace_replays_on_the_stored_kernel(tmp_path, caplog):
+    """The database files equal kernels under the first one's block names (a reduction is
+    named after its input variable): a candidate traced on other names is not recorded, as
+    it would make the database unreadable; one traced on the stored names is."""
+    import gzip
+
+    from tvm.s_tir import Schedule
+
+    from tvm_eqsat import provenance
+
+    def pool_task(name):
+        x = tensor(name, (1, 64, 8, 8))
+        (task,) = batch_tune.extract_tasks([module([x], lambda bb, x: R.mean(x, axis=[2, 3], keepdims=True))], "llvm")
+        return task.dispatched[0]
+
+    first, second = pool_task("first"), pool_task("second")
+    tuning_db.open_database(tmp_path / "db").commit_workload(first)
+
+    def bundle_of(workload, name):
+        sch = Schedule(workload)
+        sch.fuse(*sch.get_loops(sch.get_sblock(f"{name}_red"))[:2])
+        info = {
+            "target": {"kind": "llvm"},
+            "workloads": [tvm.ir.save_json(workload)],
+            "candidates": [{"name": "c0", "kernel": 0, "task": "pool", "trace": provenance.plain(sch.trace.as_json())}],
+        }
+        out = tmp_path / name
+        out.mkdir()
+        (out / batch_tune.CANDIDATES).write_bytes(gzip.compress(json.dumps(info).encode()))
+        (out / "results.json").write_text(json.dumps({"rows": [{"name": "c0", "median_ms": 0.1}]}))
+        return out
+
+    with caplog.at_level("WARNING", logger="tvm_eqsat"):
+        other = bundle_of(second, "second")
+        assert len(batch_tune.record_results(other, other / "results.json", tmp_path / "db")) == 0
+    assert "under other block names" in caplog.text
+    same = bundle_of(first, "first")
+    assert len(batch_tune.record_results(same, same / "results.json", tmp_path / "db")) == 1
+    assert len(tuning_db.open_database(tmp_path / "db")) == 1

@@ -312,11 +312,19 @@ def record_results(
             cands = cands[:1] if best < base["median_ms"] else []
         for cand in cands:
             workload_mod = tvm.ir.load_json(info["workloads"][cand["kernel"]])
-            sch = Schedule(workload_mod)
-            Trace.apply_json_to_schedule(cand["trace"], sch)
+            # the trace is replayed on the form the database files this kernel under, which
+            # can differ in block names (see tuning_db.open_database): a record that does not
+            # replay there would make the database unreadable
+            workload = database.commit_workload(workload_mod)
+            sch = Schedule(workload.mod)
+            try:
+                Trace.apply_json_to_schedule(cand["trace"], sch)
+            except Exception:  # TVM's ScheduleError, rendered or not
+                log.warning("%s: the database holds this kernel under other block names; not recorded", cand["name"])
+                continue
             record = ms.database.TuningRecord(
                 trace=sch.trace,
-                workload=database.commit_workload(workload_mod),
+                workload=workload,
                 run_secs=[timed[cand["name"]]["median_ms"] / 1e3],
                 target=target,
                 args_info=ArgInfo.from_prim_func(workload_mod["main"]),
