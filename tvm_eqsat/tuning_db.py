@@ -51,8 +51,6 @@ def claim_cache(work_dir: str | os.PathLike, cpu_cache: str) -> None:
 
 
 DATABASE_FILES = ("database_workload.json", "database_tuning_record.json")
-
-
 REJECTED_RECORDS = "database_tuning_record.rejected.json"  # records TVM wrote but cannot read back
 
 
@@ -60,10 +58,11 @@ def open_database(work_dir: str | os.PathLike) -> ms.Database:
     """The JSON database in ``work_dir`` (created if missing).
 
     MetaSchedule can write a record whose trace it cannot replay when it reads the file back,
-    and then refuses the whole database.  Seen: two models' global-average-pool reductions,
-    equal but for their block names (``lv415_red``, ``lv448_red``: legalization names a
-    reduction after its input variable); MetaSchedule keeps one workload for both (structural
-    equality ignores names), the second one's records name blocks the stored workload lacks.
+    and then refuses the whole database.  Seen: two variants of one model whose global-pool
+    reductions are equal but for their block names (``lv415_red``, ``lv448_red``: legalization
+    names a reduction after its input variable); MetaSchedule keeps one workload for both
+    (structural equality ignores names), and the second one's records name blocks the stored
+    workload lacks.
     ``tune.tune`` now traces such a kernel in its stored form; databases written before (and
     by other tools) can still hold such records.  They are moved to ``REJECTED_RECORDS``
     beside it, with a warning, so a long tuning run resumes instead of failing; the workload
@@ -116,7 +115,7 @@ def _set_aside_unreadable_records(path: Path) -> int:
         os.replace(tmp, records_file)
         log.warning(
             "%s: set aside %d of %d tuning records that TVM cannot read back, in %s; "
-            "their kernels are tuned again where needed",
+            "their kernels keep the records that do",
             path,
             len(rejected),
             len(rejected) + len(kept),
