@@ -211,7 +211,7 @@ def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, c
     benchmarks/tuning/<target>[-aa]; where they were tuned is said."""
     bench = load_script("benchmark")
     seeded = []
-    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed, trials: seeded.append((work, seed)) or 3)
+    monkeypatch.setattr(bench.tuning_db, "seed_database", lambda work, seed, trials: seeded.append((work, seed)) or 3)
     monkeypatch.setattr(bench, "TUNING_DIR", tmp_path / "tuning")
     (tmp_path / "tuning" / "llvm").mkdir(parents=True)
     (tmp_path / "tuning" / "llvm" / "SOURCE.json").write_text(json.dumps({"cpu": "Some CPU"}))
@@ -231,7 +231,7 @@ def test_committed_databases_seed_only_a_run_at_their_budget(tmp_path, monkeypat
     """Stock kernels tuned at 64 trials beside eqsat's tuned at 4 would favour stock."""
     bench = load_script("benchmark")
     seeded = []
-    monkeypatch.setattr(bench.tune, "seed_database", lambda work, seed, trials: seeded.append((seed, trials)) or 3)
+    monkeypatch.setattr(bench.tuning_db, "seed_database", lambda work, seed, trials: seeded.append((seed, trials)) or 3)
     monkeypatch.setattr(bench, "TUNING_DIR", tmp_path / "tuning")
     monkeypatch.setattr(bench, "ROOT", tmp_path)
     (tmp_path / "tuning" / "llvm").mkdir(parents=True)
