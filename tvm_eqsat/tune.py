@@ -378,8 +378,8 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512, da
 
     A kernel ``database`` already holds is tuned in the form it holds: MetaSchedule files
     structurally equal kernels under one workload, but a trace names blocks, and a reduction's
-    block is named after its input variable (``lv415_red`` in one model, ``lv448_red`` in
-    another), so records traced on the other form could not be replayed on the stored one."""
+    block is named after its input variable (``lv415_red`` in one variant of Inception-v3,
+    ``lv448_red`` in another), so records traced on the other form could not be replayed on the stored one."""
     from tvm.s_tir.meta_schedule.utils import fork_seed
 
     import_tensor_intrinsics()
