@@ -615,3 +615,40 @@ def test_a_kernel_stored_under_other_names_is_tuned_in_its_stored_form(tmp_path,
     with caplog.at_level("WARNING", logger="tvm_eqsat"):
         assert len(tuning_db.open_database(tmp_path)) == records.count("\n") >= 3
     assert "set aside" not in caplog.text
+
+
+def test_a_seed_record_traced_on_other_block_names_is_not_copied(tmp_path, caplog):
+    """Seeding a work directory that holds a kernel, untuned, under other block names: the
+    seed's record would not replay there, so it is not copied, nor its budget (the kernel is
+    tuned here); a record traced on the stored names is."""
+    from tvm.s_tir import Schedule
+
+    from tvm_eqsat import batch_tune
+
+    def pool(name):
+        x = tensor(name, (1, 64, 8, 8))
+        mod = module([x], lambda bb, x: relax.op.mean(x, axis=[2, 3], keepdims=True))
+        (task,) = batch_tune.extract_tasks([mod], "llvm")
+        return task.dispatched[0]
+
+    def seed_of(kernel, name):
+        db = tuning_db.open_database(tmp_path / name)
+        sch = Schedule(kernel)
+        sch.fuse(*sch.get_loops(sch.get_sblock(f"{name}_red"))[:2])
+        db.commit_tuning_record(
+            tvm.s_tir.meta_schedule.database.TuningRecord(
+                sch.trace, db.commit_workload(kernel), [1e-3], tvm.target.Target("llvm")
+            )
+        )
+        tuning_db.write_budgets(tmp_path / name, {f"pool-{tuning_db.kernel_hash(kernel)}": 32})
+        return tmp_path / name
+
+    first, second = pool("first"), pool("second")
+    tuning_db.open_database(tmp_path / "work").commit_workload(first)  # held, never tuned
+    with caplog.at_level("WARNING", logger="tvm_eqsat"):
+        assert tuning_db.seed_database(tmp_path / "work", seed_of(second, "second")) == 0
+    assert "names blocks the kernel stored here lacks" in caplog.text
+    assert tuning_db.read_budgets(tmp_path / "work") == {}
+    assert tuning_db.seed_database(tmp_path / "work", seed_of(first, "first")) == 1
+    assert len(tuning_db.open_database(tmp_path / "work")) == 1
+    assert not (tmp_path / "work" / tuning_db.REJECTED_RECORDS).exists()

@@ -245,13 +245,18 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
     if trials is not None:
         seed_budgets = {key: n for key, n in seed_budgets.items() if n == trials}
     wanted = {key.rsplit("-", 1)[1] for key in seed_budgets}
-    copied = 0
+    copied, refused = 0, set()
     for record in src.get_all_tuning_records():
         mod = record.workload.mod
         if trials is not None and kernel_hash(mod) not in wanted:
             continue
-        if dst.has_workload(mod) and tuned_records(dst, mod):
-            continue
+        if dst.has_workload(mod):
+            if tuned_records(dst, mod):
+                continue
+            if not _replays(record.trace, dst.commit_workload(mod).mod):  # stored under other names
+                log.warning("%s: a seed record names blocks the kernel stored here lacks; it is tuned here", seed)
+                refused.add(kernel_hash(mod))
+                continue
         workload = dst.commit_workload(mod)
         dst.commit_tuning_record(
             ms.database.TuningRecord(record.trace, workload, record.run_secs, record.target, record.args_info)
@@ -259,9 +264,21 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
         copied += 1
     budgets = read_budgets(work_dir)
     for key, n in seed_budgets.items():
-        budgets[key] = max(n, budgets.get(key, 0))
+        if key.rsplit("-", 1)[1] not in refused:
+            budgets[key] = max(n, budgets.get(key, 0))
     write_budgets(work_dir, budgets)
     return copied
+
+
+def _replays(trace, mod: tvm.IRModule) -> bool:
+    """Does ``trace`` apply to ``mod`` (a kernel MetaSchedule may file under another form)?"""
+    from tvm.s_tir import Schedule
+
+    try:
+        trace.apply_to_schedule(Schedule(mod), remove_postproc=False)
+    except Exception:  # TVM's ScheduleError: a block the trace names is not in mod
+        return False
+    return True
 
 
 def tuned_records(database: ms.Database, task_mod: tvm.IRModule) -> list:
