@@ -234,8 +234,10 @@ def prune_database(
 def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, trials: int | None = None) -> int:
     """Copy into ``work_dir`` the records of ``seed_dir`` (a pruned database) for kernels
     ``work_dir`` has no record of, with their trial budgets, so that ``tune`` skips them;
-    ``trials``: only the kernels tuned with exactly that budget.  Returns the number of
-    kernels copied (0 if ``seed_dir`` holds no database)."""
+    ``trials``: only the kernels tuned with exactly that budget.  A record that does not
+    replay on the form ``work_dir`` files its kernel under (other block names, see
+    ``open_database``) is left out with its budget.  Returns the number of kernels copied
+    (0 if ``seed_dir`` holds no database)."""
     seed = Path(seed_dir)
     if not has_database(seed):
         return 0
