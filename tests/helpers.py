@@ -79,3 +79,18 @@ def load_script(name: str):
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def global_pool(name: str) -> tvm.IRModule:
+    """A global average pool whose input is ``name``: legalization names its reduction block
+    ``<name>_red``, so two names make two kernels equal but for their block names."""
+    x = tensor(name, (1, 64, 8, 8))
+    return module([x], lambda bb, x: relax.op.mean(x, axis=[2, 3], keepdims=True))
+
+
+def global_pool_kernel(name: str) -> tvm.IRModule:
+    """The fused TIR kernel that ``global_pool(name)`` is tuned and built as."""
+    from tvm_eqsat import batch_tune
+
+    (task,) = batch_tune.extract_tasks([global_pool(name)], "llvm")
+    return task.dispatched[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import tvm
-from helpers import const, load_script, module, tensor
+from helpers import const, global_pool_kernel, load_script, module, tensor
 from tvm.relax import op as R
 
 from tvm_eqsat import batch_tune, bundle, tune, tuning_db
@@ -537,12 +537,7 @@ def test_a_timed_candidate_is_recorded_only_where_its_trace_replays_on_the_store
 
     from tvm_eqsat import provenance
 
-    def pool_task(name):
-        x = tensor(name, (1, 64, 8, 8))
-        (task,) = batch_tune.extract_tasks([module([x], lambda bb, x: R.mean(x, axis=[2, 3], keepdims=True))], "llvm")
-        return task.dispatched[0]
-
-    first, second = pool_task("first"), pool_task("second")
+    first, second = global_pool_kernel("first"), global_pool_kernel("second")
     tuning_db.open_database(tmp_path / "db").commit_workload(first)
 
     def bundle_of(workload, name):

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 import tvm
-from helpers import load_script, module, tensor
+from helpers import global_pool, global_pool_kernel, load_script, module, tensor
 from tvm import relax
 
 from tvm_eqsat import harvest, measure, tune, tuning_db, verify
@@ -603,13 +603,9 @@ def test_a_kernel_stored_under_other_names_is_tuned_in_its_stored_form(tmp_path,
     MetaSchedule files both under the first one's workload, so tuning the second must trace
     that form, or the database holds records it cannot read back (Inception-v3, Zen 3)."""
 
-    def pool(name):
-        x = tensor(name, (1, 64, 8, 8))
-        return module([x], lambda bb, x: relax.op.mean(x, axis=[2, 3], keepdims=True))
-
     target = tvm.target.Target("llvm")
-    tune.tune(pool("first"), target, tmp_path, trials=2)
-    tune.tune(pool("second"), target, tmp_path, trials=4)  # the same kernel, two trials more
+    tune.tune(global_pool("first"), target, tmp_path, trials=2)
+    tune.tune(global_pool("second"), target, tmp_path, trials=4)  # the same kernel, two trials more
     records = (tmp_path / tuning_db.DATABASE_FILES[1]).read_text()
     assert "first_red" in records and "second_red" not in records
     with caplog.at_level("WARNING", logger="tvm_eqsat"):
@@ -623,14 +619,6 @@ def test_a_seed_record_traced_on_other_block_names_is_not_copied(tmp_path, caplo
     tuned here); a record traced on the stored names is."""
     from tvm.s_tir import Schedule
 
-    from tvm_eqsat import batch_tune
-
-    def pool(name):
-        x = tensor(name, (1, 64, 8, 8))
-        mod = module([x], lambda bb, x: relax.op.mean(x, axis=[2, 3], keepdims=True))
-        (task,) = batch_tune.extract_tasks([mod], "llvm")
-        return task.dispatched[0]
-
     def seed_of(kernel, name):
         db = tuning_db.open_database(tmp_path / name)
         sch = Schedule(kernel)
@@ -643,7 +631,7 @@ def test_a_seed_record_traced_on_other_block_names_is_not_copied(tmp_path, caplo
         tuning_db.write_budgets(tmp_path / name, {f"pool-{tuning_db.kernel_hash(kernel)}": 32})
         return tmp_path / name
 
-    first, second = pool("first"), pool("second")
+    first, second = global_pool_kernel("first"), global_pool_kernel("second")
     tuning_db.open_database(tmp_path / "work").commit_workload(first)  # held, never tuned
     with caplog.at_level("WARNING", logger="tvm_eqsat"):
         assert tuning_db.seed_database(tmp_path / "work", seed_of(second, "second")) == 0

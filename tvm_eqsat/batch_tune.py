@@ -296,7 +296,6 @@ def record_results(
     keeps its stock schedule in ``tune.build``.  ``report`` (a list) receives one row per
     kernel: its task, baseline and best candidate times, candidates timed."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-    from tvm.s_tir.schedule import Schedule, Trace
 
     info, timed, kernels = _timed_kernels(bundle_dir, results)
     target = tvm.target.Target(info["target"])
@@ -316,10 +315,8 @@ def record_results(
             # can differ in block names (see tuning_db.open_database): a record that does not
             # replay there would make the database unreadable
             workload = database.commit_workload(workload_mod)
-            sch = Schedule(workload.mod)
-            try:
-                Trace.apply_json_to_schedule(cand["trace"], sch)
-            except Exception:  # TVM's ScheduleError, rendered or not
+            sch = tuning_db.replay(cand["trace"], workload.mod)
+            if sch is None:
                 log.warning("%s: the database holds this kernel under other block names; not recorded", cand["name"])
                 continue
             record = ms.database.TuningRecord(

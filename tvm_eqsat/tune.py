@@ -40,6 +40,7 @@ from .tuning_db import (
     kernel_hash,
     open_database,
     read_budgets,
+    stored_form,
     tuned_records,
     write_budgets,
 )
@@ -389,7 +390,7 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512, da
     for task, rand_state in zip(tasks, fork_seed(seed, n=len(tasks))):
         contexts.append(
             ms.TuneContext(
-                mod=_stored_form(database, task.dispatched[0]),
+                mod=task.dispatched[0] if database is None else stored_form(database, task.dispatched[0]),
                 target=task.target,
                 space_generator="post-order-apply",
                 search_strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
@@ -401,12 +402,6 @@ def _tune_contexts(tasks, num_threads: int, seed: int, population: int = 512, da
         )
         weights.append(float(task.weight))
     return contexts, weights
-
-
-def _stored_form(database: ms.Database | None, task_mod: tvm.IRModule) -> tvm.IRModule:
-    if database is not None and database.has_workload(task_mod):
-        return database.commit_workload(task_mod).mod
-    return task_mod
 
 
 def _pending(

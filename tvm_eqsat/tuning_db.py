@@ -255,7 +255,7 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
         if dst.has_workload(mod):
             if tuned_records(dst, mod):
                 continue
-            if not _replays(record.trace, dst.commit_workload(mod).mod):  # stored under other names
+            if replay(record.trace, stored_form(dst, mod)) is None:
                 log.warning("%s: a seed record names blocks the kernel stored here lacks; it is tuned here", seed)
                 refused.add(kernel_hash(mod))
                 continue
@@ -272,15 +272,26 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
     return copied
 
 
-def _replays(trace, mod: tvm.IRModule) -> bool:
-    """Does ``trace`` apply to ``mod`` (a kernel MetaSchedule may file under another form)?"""
-    from tvm.s_tir import Schedule
+def stored_form(database: ms.Database, kernel: tvm.IRModule) -> tvm.IRModule:
+    """``kernel`` as ``database`` files it: MetaSchedule keeps structurally equal kernels
+    under the first one's workload, whose block names a trace must use (``open_database``)."""
+    return database.commit_workload(kernel).mod if database.has_workload(kernel) else kernel
 
+
+def replay(trace, kernel: tvm.IRModule):
+    """A schedule of ``kernel`` with ``trace`` (a Trace, or its JSON) applied; None where the
+    trace names blocks ``kernel`` lacks (traced on another form of it)."""
+    from tvm.s_tir.schedule import Schedule, Trace
+
+    sch = Schedule(kernel)
     try:
-        trace.apply_to_schedule(Schedule(mod), remove_postproc=False)
-    except Exception:  # TVM's ScheduleError: a block the trace names is not in mod
-        return False
-    return True
+        if isinstance(trace, Trace):
+            trace.apply_to_schedule(sch, remove_postproc=False)
+        else:
+            Trace.apply_json_to_schedule(trace, sch)
+    except Exception:  # TVM's ScheduleError, rendered or not
+        return None
+    return sch
 
 
 def tuned_records(database: ms.Database, task_mod: tvm.IRModule) -> list:
