@@ -598,6 +598,19 @@ def test_a_kernel_with_fewer_schedules_than_the_budget_says_so(tmp_path, caplog)
     assert f"measured {len(db)} of the 32 trials planned" in caplog.text
 
 
+def test_the_tuning_estimate_uses_the_pace_the_work_dir_last_measured(tmp_path, monkeypatch, capsys):
+    """The estimate a run prints comes from the last run's seconds per trial in that work dir
+    (full-size kernels timed cold took 2-3x the built-in guess), and each run records its own."""
+    tuning_db.write_pace(tmp_path, 999.0 * 64, 64)
+    tuning_db.write_pace(tmp_path, 1.0, tuning_db.PACE_MIN_TRIALS - 1)  # too short to count
+    assert tuning_db.read_pace(tmp_path) == 999.0
+    monkeypatch.setattr(tuning_db, "PACE_MIN_TRIALS", 1)
+    mod = module([tensor("x", (64, 64))], lambda bb, x: relax.op.nn.relu(x))
+    tune.tune(mod, tvm.target.Target("llvm"), tmp_path, trials=1, progress=True)
+    assert "last pace (999.0 s per trial)" in capsys.readouterr().err
+    assert 0 < tuning_db.read_pace(tmp_path) < 999.0
+
+
 def test_a_kernel_stored_under_other_names_is_tuned_in_its_stored_form(tmp_path, caplog):
     """Two global pools equal but for their reduction block's name (after the input variable):
     MetaSchedule files both under the first one's workload, so tuning the second must trace

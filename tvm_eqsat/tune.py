@@ -40,9 +40,11 @@ from .tuning_db import (
     kernel_hash,
     open_database,
     read_budgets,
+    read_pace,
     stored_form,
     tuned_records,
     write_budgets,
+    write_pace,
 )
 
 log = logging.getLogger("tvm_eqsat")
@@ -327,7 +329,19 @@ def fuse_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModul
 
 # seconds per candidate, building and timing, on 2 cores (small models' kernels, 64 trials,
 # population 128: 0.8-1.3 s on the 2-core EPYC and Xeon VMs): the estimate a tuning run prints
+# until a run in its work dir has measured the pace there (full-size kernels timed cold on the
+# 2-core Zen 3: 2-3 s)
 SECONDS_PER_TRIAL = 1.0
+
+
+def _estimate(work_dir, trials: int) -> str:
+    """How long ``trials`` will take, and from what: the work dir's last measured pace, else
+    ``SECONDS_PER_TRIAL`` scaled to the cores at hand."""
+    cores = available_cores()
+    pace = read_pace(work_dir)
+    if pace is not None:
+        return f"about {trials * pace / 60:.0f} min at this work dir's last pace ({pace:.1f} s per trial)"
+    return f"about {trials * SECONDS_PER_TRIAL * 2 / cores / 60:.0f} min on {cores} cores"
 
 
 def _task_key(task) -> str:
@@ -486,13 +500,14 @@ def tune(
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc=f"tuning {len(todo)} kernels", unit="trial", file=sys.stderr, leave=False)
-        minutes = total * SECONDS_PER_TRIAL * 2 / max(available_cores(), 1) / 60
         bar.write(
             f"tuning {len(todo)} of {n_tasks} kernels that {work_dir} lacks, {total} trials to reach {trials} each: "
-            f"about {minutes:.0f} min on {available_cores()} cores"
+            f"{_estimate(work_dir, total)}",
+            file=sys.stderr,
         )
         callbacks = [*callbacks, _Progress(bar)]
     records_before = len(database)
+    started = time.monotonic()
     try:
         for left, group in sorted(groups.items()):
             contexts, weights = _tune_contexts(group, available_cores(), seed, population, database)
@@ -513,6 +528,7 @@ def tune(
         if bar is not None:
             bar.close()
     measured = len(database) - records_before
+    write_pace(work_dir, time.monotonic() - started, measured)
     if measured < total:  # the bar stops short of its end: say why, not leave it looking cut off
         log.info(
             "measured %d of the %d trials planned: kernels with fewer distinct schedules than %d "

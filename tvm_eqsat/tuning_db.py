@@ -3,8 +3,8 @@ record themselves.
 
 A folder holds one database: the workloads and records (``DATABASE_FILES``), the largest
 trial budget each kernel was tuned with (``BUDGETS``, so a resumed run tunes only what it
-lacks), and whether its candidates were timed with warm or cold caches (``CACHE_FILE``; the
-two do not compare).  The benchmark commits pruned, gzipped copies (``prune_database``);
+lacks), whether its candidates were timed with warm or cold caches (``CACHE_FILE``; the
+two do not compare), and how long a trial took there (``PACE``, for the next run's estimate).  The benchmark commits pruned, gzipped copies (``prune_database``);
 ``read_database`` reads those and ``seed_database`` starts a new folder from them.
 """
 
@@ -181,6 +181,27 @@ def budgets_by_hash(work_dir, budgets: dict[str, int] | None = None) -> dict[str
 
 def write_budgets(work_dir, budgets: dict[str, int]) -> None:
     (Path(work_dir) / BUDGETS).write_text(json.dumps(budgets, indent=0, sort_keys=True))
+
+
+PACE = "tvm_eqsat_pace.json"  # {"seconds_per_trial": s, "trials": n}: the last long run's wall time per trial
+PACE_MIN_TRIALS = 64  # a shorter run is mostly start-up: it does not set the pace
+
+
+def read_pace(work_dir) -> float | None:
+    """Wall seconds per trial of the last run of at least ``PACE_MIN_TRIALS`` trials that
+    tuned into ``work_dir`` (this machine, this target, warm or cold), or None."""
+    path = Path(work_dir) / PACE
+    try:
+        return float(json.loads(path.read_text())["seconds_per_trial"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_pace(work_dir, seconds: float, trials: int) -> None:
+    """Record a run's pace; runs under ``PACE_MIN_TRIALS`` trials are ignored."""
+    if trials >= PACE_MIN_TRIALS and seconds > 0:
+        record = {"seconds_per_trial": round(seconds / trials, 3), "trials": trials}
+        (Path(work_dir) / PACE).write_text(json.dumps(record) + "\n")
 
 
 def kernel_hash(task_mod: tvm.IRModule) -> str:
