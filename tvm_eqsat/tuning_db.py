@@ -4,7 +4,8 @@ record themselves.
 A folder holds one database: the workloads and records (``DATABASE_FILES``), the largest
 trial budget each kernel was tuned with (``BUDGETS``, so a resumed run tunes only what it
 lacks), whether its candidates were timed with warm or cold caches (``CACHE_FILE``; the
-two do not compare), and how long a trial took there (``PACE``, for the next run's estimate).  The benchmark commits pruned, gzipped copies (``prune_database``);
+two do not compare), and how long a trial took there (``PACE``, for the next run's
+estimate).  The benchmark commits pruned, gzipped copies (``prune_database``);
 ``read_database`` reads those and ``seed_database`` starts a new folder from them.
 """
 
