@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
+import importlib
 import json
 import lzma
 import shutil
 import sys
 import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+DEVICE_PACKAGE = "eqsat_device"  # tvm_eqsat's folder as a package without its __init__ (``_load_tune``)
 CHUNK = 31_000_000  # bytes of the compressed compiler per folder: each run's carry stays under 64 MiB
 UNPACK = """set -e
 here=$(dirname "$0")
@@ -93,12 +95,13 @@ def pack(args) -> None:
 
 
 def _load_tune():
-    """``tvm_eqsat/tune.py`` alone: the package's other modules need egglog, which the device lacks."""
-    spec = importlib.util.spec_from_file_location("eqsat_tune", ROOT / "tvm_eqsat" / "tune.py")
-    tune = importlib.util.module_from_spec(spec)
-    sys.modules["eqsat_tune"] = tune
-    spec.loader.exec_module(tune)
-    return tune
+    """``tvm_eqsat/tune.py`` and the module it imports (``tuning_db.py``) without the package's
+    ``__init__``: the package's other modules need egglog, which the device lacks.  A bare
+    package module whose path is ``tvm_eqsat/`` lets ``tune``'s relative import find its sibling."""
+    package = types.ModuleType(DEVICE_PACKAGE)
+    package.__path__ = [str(ROOT / "tvm_eqsat")]
+    sys.modules.setdefault(DEVICE_PACKAGE, package)
+    return importlib.import_module(f"{DEVICE_PACKAGE}.tune")
 
 
 def _time_ms(tvm, ex, mod, dev, np) -> float:

@@ -484,6 +484,24 @@ def test_device_tuning_packs_the_dearest_kernels_and_the_runtime(tmp_path):
     assert "../a/compiler.xz.part" in (b / "unpack.sh").read_text()
 
 
+def test_device_tuning_loads_tune_and_its_database_module_without_the_package():
+    """The device has TVM but no egglog: device_tune.py loads ``tune`` (and ``tuning_db``,
+    which it imports) without ``tvm_eqsat/__init__``.  Splitting ``tuning_db`` out of ``tune``
+    broke this once, and only the slow test below tunes on that path."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "device_tune.py"
+    code = (
+        "import sys\n"
+        "sys.modules['egglog'] = None  # as on the device: importing it fails\n"
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('device_tune', {str(script)!r})\n"
+        "script = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(script)\n"
+        "tune = script._load_tune()\n"
+        "assert callable(tune.tune) and 'tvm_eqsat' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+
+
 @pytest.mark.slow  # 32 s on a 2-core Zen 3 (90 s before tune.import_tensor_intrinsics): it tunes and times
 def test_device_tuning_tunes_kernels_against_the_stock_build(tmp_path, capsys):
     """device_tune.py run tunes each packed kernel and times it against the stock build (llvm
