@@ -1,5 +1,6 @@
 """Commit the tuning: the best record of every kernel the benchmark tuned (its own
-database and the A/A control's), with their budgets and where they were tuned, as
+database and the A/A control's), with their budgets and where they were tuned, and the
+kernels already committed there that the work dir lacks (tuned at another budget), as
 ``benchmarks/tuning/<target>[-aa]/`` (``<target>``: ``llvm-<cpu>``, or ``llvm`` for generic
 x86-64 code, as in ``scripts/benchmark.py --mcpu``; the database gzipped: it travels with every device
 run, where room is short).  ``scripts/benchmark.py`` starts the tuned flow
@@ -51,6 +52,11 @@ def main() -> None:
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
+        # the committed kernels the work dir lacks stay: a benchmark seeds its work dir with its
+        # own budget's kernels only (32 trials), and the export would drop the rest (64)
+        kept = tuning_db.seed_database(src, out)
+        if kept:
+            print(f"{out}: {kept} committed kernels the work dir lacked are kept")
         n = tuning_db.prune_database(src, out, args.trials, compress=True)
         budgets = json.loads((out / tuning_db.BUDGETS).read_text())
         (out / "SOURCE.json").write_text(

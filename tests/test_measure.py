@@ -330,6 +330,29 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     np.testing.assert_allclose(got, verify.run(mod, args)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_export_keeps_the_committed_kernels_the_work_dir_lacks(tmp_path, monkeypatch, capsys):
+    """scripts/export_tuning.py over a committed database: a work dir seeded with one budget's
+    kernels (as the benchmark seeds it) must not drop the committed kernels of another budget."""
+    target = tvm.target.Target("llvm")
+    small = measure.workload_module(Workload("Matmul", (F32,), (TensorTy((32, 32), F32), TensorTy((32, 32), F32))))
+    tune.tune(small, target, tmp_path / "old", trials=4)
+    assert tuning_db.prune_database(tmp_path / "old", tmp_path / "committed" / "llvm", compress=True) == 1
+    tune.tune(measure.workload_module(MATMUL), target, tmp_path / "work", trials=2)  # another kernel, budget
+    export = load_script("export_tuning")
+    argv = ["export_tuning.py", "--mcpu", "generic", "--work-dir", str(tmp_path / "work"), "--trials", "2"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "committed")])
+    export.main()
+    assert "1 committed kernels the work dir lacked are kept" in capsys.readouterr().out
+    out = tmp_path / "committed" / "llvm"
+    assert sorted(tuning_db.read_budgets(out).values()) == [2, 4]
+    assert json.loads((out / "SOURCE.json").read_text())["kernels"] == 2
+    calls = []
+    monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
+    assert tuning_db.seed_database(tmp_path / "fresh", out) == 2
+    tune.tune(small, target, tmp_path / "fresh", trials=4)
+    assert calls == []  # the old kernel, at its old budget, is still there to build from
+
+
 def test_cold_tuning_flushes_the_weights_and_keeps_its_database_apart(tmp_path, monkeypatch):
     """``cold_cache=True`` times every candidate with the caches flushed (one run per repeat,
     so each is cold); its database is marked cold, is refused to a warm tuning (and the other
