@@ -19,6 +19,8 @@ import argparse
 import datetime
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from tvm_eqsat import provenance, tune, tuning_db
@@ -52,12 +54,16 @@ def main() -> None:
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
-        # the committed kernels the work dir lacks stay: a benchmark seeds its work dir with its
-        # own budget's kernels only (32 trials), and the export would drop the rest (64)
-        kept = tuning_db.seed_database(src, out)
-        if kept:
-            print(f"{out}: {kept} committed kernels the work dir lacked are kept")
-        n = tuning_db.prune_database(src, out, args.trials, compress=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            # the committed kernels the work dir lacks stay: a benchmark seeds its work dir with
+            # its own budget's kernels only (32 trials), and the export would drop the rest (64).
+            # Merged in a copy: in the work dir they would give a later run's kernels another budget
+            merged = Path(tmp) / "merged"
+            shutil.copytree(src, merged)
+            kept = tuning_db.seed_database(merged, out)
+            if kept:
+                print(f"{out}: {kept} committed kernels the work dir lacked are kept")
+            n = tuning_db.prune_database(merged, out, args.trials, compress=True)
         budgets = json.loads((out / tuning_db.BUDGETS).read_text())
         (out / "SOURCE.json").write_text(
             json.dumps(

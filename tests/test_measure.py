@@ -346,6 +346,7 @@ def test_export_keeps_the_committed_kernels_the_work_dir_lacks(tmp_path, monkeyp
     out = tmp_path / "committed" / "llvm"
     assert sorted(tuning_db.read_budgets(out).values()) == [2, 4]
     assert json.loads((out / "SOURCE.json").read_text())["kernels"] == 2
+    assert list(tuning_db.read_budgets(tmp_path / "work").values()) == [2]  # the work dir is left as it was
     calls = []
     monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
     assert tuning_db.seed_database(tmp_path / "fresh", out) == 2
