@@ -75,9 +75,11 @@ def held_out_model(directory: Path, model: str, rounds: int, out: Path) -> Kerne
     return kept
 
 
-def rewrite(mod: tvm.IRModule, target: tvm.target.Target, cost_model: str) -> tuple[tvm.IRModule, dict]:
-    """The pass's module and what it reported (predicted speedup, changes, seconds)."""
-    new, report = tvm_eqsat.optimize(mod, target, flow=FLOW, cost_model=cost_model)
+def rewrite(
+    mod: tvm.IRModule, target: tvm.target.Target, cost_model: str, flow: str = FLOW
+) -> tuple[tvm.IRModule, dict]:
+    """The pass's module for ``flow`` and what it reported (predicted speedup, changes, seconds)."""
+    new, report = tvm_eqsat.optimize(mod, target, flow=flow, cost_model=cost_model)
     if report.alarms:
         raise RuntimeError(f"the pass raised alarms: {'; '.join(report.alarms)}")
     fns = list(report.functions.values())

@@ -1262,6 +1262,25 @@ def test_ab_cost_models_times_both_rewrites_and_checks_them(tmp_path):
     assert "| nasrnn |" in stem.with_suffix(".md").read_text()
 
 
+def test_ab_cost_models_tunes_both_rewrites_in_the_tuned_flow(tmp_path):
+    """``ab_cost_models.py --flow tuned``: both rewrites' kernels are tuned into the one
+    database given, the rewrites built from it and timed; a second run tunes nothing more."""
+    ab = load_script("ab_cost_models")
+    stem, work = tmp_path / "ab", tmp_path / "db"
+    argv = ["--flow", "tuned", "--trials", "2", "--work-dir", str(work), "--a", "roofline", "--b", "xgb",
+            "--small", "--models", "nasrnn", "--repeat", "2", "--min-ms", "1", "--out", str(stem)]  # fmt: skip
+    ab.main(argv)
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    row = doc["rows"]["nasrnn"]
+    assert doc["trials"] == 2 and row["max_rel_diff"] < 1e-4 and row["a"]["ms"] > 0 and row["b"]["ms"] > 0
+    records = len(tuning_db.read_database(str(work)).get_all_tuning_records())
+    assert records > 0, "nothing was tuned into the work dir"
+    ab.main(argv)
+    assert len(tuning_db.read_database(str(work)).get_all_tuning_records()) == records
+    with pytest.raises(ValueError, match="--work-dir"):
+        ab.compare(None, "roofline", "xgb", "tuned", ab.make_target("llvm", "generic", "tuned"), 1, 1.0)
+
+
 def test_batch_norms_are_priced_at_the_rate_their_tuned_kernels_ran():
     """TVM runs an inference batch norm as a kernel of its own with a square root and a
     divide per element.  Against the NCHW batch norms of the committed Zen 5 database (tuned
