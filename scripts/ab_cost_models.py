@@ -27,15 +27,8 @@ import tvm
 from tvm_eqsat import models, provenance, timing, tune, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import POPULATION  # noqa: E402
+from benchmark import POPULATION, make_target  # noqa: E402
 from held_out_e2e import rewrite  # noqa: E402
-
-
-def make_target(kind: str, mcpu: str, flow: str) -> tvm.target.Target:
-    """The target both rewrites are priced and built for (``mcpu``: an llvm target's CPU; the
-    tuned flow's as ``benchmark.py`` tunes for it)."""
-    target = tune.llvm_target(mcpu) if kind == "llvm" else kind
-    return tune.tuning_target(target) if flow == "tuned" else tvm.target.Target(target)
 
 
 def build(mod: tvm.IRModule, target: tvm.target.Target, flow: str, trials: int, work_dir: str | None):
@@ -111,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--flow", default="default", choices=["default", "tuned"])
     ap.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+    ap.add_argument("--arch", default="sm_90", help="cuda: the architecture")
     ap.add_argument("--mcpu", default="generic", help="llvm: the CPU to build for, as LLVM names it ('host': this one)")
     ap.add_argument("--trials", type=int, default=32, help="tuned flow: MetaSchedule trials per kernel")
     ap.add_argument("--work-dir", help="tuned flow: the database to tune into and build from")
@@ -132,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python scripts/ab_cost_models.py", *map(shlex.quote, argv or sys.argv[1:])]),
         "rows": {},
     }
-    target = make_target(args.target, args.mcpu, args.flow)
+    target = make_target(args.target, args.arch, args.mcpu)  # benchmark.py's, for both flows
     for name in args.models:
         model = (models.SMALL if args.small else models.MODELS)[name]()
         doc["rows"][name] = row = compare(
