@@ -27,7 +27,7 @@ import tvm
 from tvm_eqsat import models, provenance, timing, tune, verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import POPULATION, make_target  # noqa: E402
+from benchmark import POPULATION, device_for, make_target  # noqa: E402
 from held_out_e2e import rewrite  # noqa: E402
 
 
@@ -58,7 +58,7 @@ def compare(
     if flow == "tuned" and not work_dir:
         raise ValueError("the tuned flow needs --work-dir: the database its kernels are tuned into")
     inputs = verify.random_inputs(model.mod["main"], 0)
-    dev, samplers, outs, row = (tvm.cpu() if target.kind.name == "llvm" else tvm.cuda()), {}, {}, {}
+    dev, samplers, outs, row = device_for(target), {}, {}, {}
     for tag, cost_model in (("a", a), ("b", b)):
         mod, info = rewrite(model.mod, target, cost_model, flow)
         ex = build(mod, target, flow, trials, work_dir)
