@@ -1314,3 +1314,17 @@ def test_batch_norms_are_priced_at_the_rate_their_tuned_kernels_ran():
     assert len(ratios["rate"]) >= 30
     assert 1 / 1.5 < np.median(ratios["rate"]) < 1.5
     assert np.median(ratios["traffic"]) > 5.0
+
+
+@pytest.mark.parametrize("mcpu, rate", [("generic", 6.6), ("znver5", 2.7), ("emeraldrapids", 9.8)])
+def test_gelu_and_erf_are_priced_as_a_library_call_per_element(mcpu, rate):
+    """The tuned roofline prices a GELU or an erf at its machine's ``erf_ns`` per element, fused
+    or not (TVM calls libm's erff for each), and a relu as the epilogue it is: without the rate
+    both cost their traffic's tenth, and erf_rational's form would never look cheaper."""
+    bits = 128 if mcpu == "generic" else 512
+    model = cost.RooflineCostModel("llvm", "tuned", bits, mcpu)
+    x = TensorTy((128, 3072), F32)
+    for op in ("Gelu", "Erf"):
+        assert model.node_cost(op, (), (x,), x, False) == pytest.approx(x.numel * rate / 1e3, rel=1e-3)
+    assert model.node_cost("Relu", (), (x,), x, False) < x.numel * 0.05 / 1e3
+    assert model.node_cost("Gelu", (), (x,), x, True) == cost.EPSILON_US  # a constant folds

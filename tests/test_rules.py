@@ -752,6 +752,25 @@ def _winograd_padded(inputs: tuple[tuple[int, int], ...], negative: tuple[int, i
     return build
 
 
+# ---- erf_rational: GELU's erf as a rational function
+
+
+def gelu_as_erf(seed, positive):
+    """A GELU of a random 3-D float32 tensor; negative: float64, which the rule leaves alone."""
+    shape = tuple(int(d) for d in _rng(seed).integers(2, 9, 3))
+    x = tensor("x", shape, "float32" if positive else "float64")
+    return module([x], lambda bb, x: R.nn.gelu(x)), ["gelu-as-erf"]
+
+
+def erf_rational(seed, positive):
+    """An erf of values spread past the clamp at +-4 (x * 3 of a standard normal); negative:
+    float64."""
+    shape = tuple(int(d) for d in _rng(seed).integers(2, 9, 2))
+    dtype = "float32" if positive else "float64"
+    x = tensor("x", shape, dtype)
+    return module([x], lambda bb, x: R.erf(bb.emit(R.multiply(x, relax.const(3.0, dtype))))), ["erf-rational"]
+
+
 # F(2x2): a 6x8 output; an odd output height (7x6) or width (6x5), negative 6x6
 conv2d_winograd_f2 = _winograd_direct((6, 8), "conv2d-winograd-f2")
 conv2d_winograd_f2_cl = _winograd_direct((6, 8), "conv2d-winograd-f2-cl")  # winograd_cl.egg's form
@@ -876,6 +895,8 @@ BUILDERS = {
     "conv2d-winograd-f4-cm": conv2d_winograd_f4_cm,
     "conv2d-winograd-f4-pad": conv2d_winograd_f4_pad,
     **WINOGRAD_1D,
+    "gelu-as-erf": gelu_as_erf,
+    "erf-rational": erf_rational,
 }
 # rules that are not exact, with the relative difference they are tested within (each
 # rule's file states it); every other rule is tested within 1e-5
@@ -1162,3 +1183,23 @@ def test_fire_module_expands_become_one_conv(seed):
     assert ops["Conv2d"] == 2 and "Concat" not in ops and "Split" not in ops, ops
     assert ops["Relu"] == 2 and ops["Add"] == 2, ops
     assert_close(mod, new, rtol=1e-5)
+
+
+@pytest.mark.parametrize("target", ["llvm", {"kind": "llvm", "mcpu": "znver5"}])
+def test_the_pass_takes_the_rational_gelu_where_erf_is_a_library_call(target):
+    """A matmul and its GELU (BERT's feed-forward): on llvm, where the erf is a libm call per
+    element (``cost.Machine.erf_ns``), the pass returns the GELU as multiplies, adds and a
+    divide, within erf_rational's tolerance; on CUDA the family is off and the GELU stays."""
+    import tvm
+
+    x, w = tensor("x", (16, 32)), const((32, 64), seed=1)
+    mod = module([x], lambda bb, x: R.nn.gelu(bb.emit(R.matmul(x, w))))
+    new, report = tvm_eqsat.optimize(mod, tvm.target.Target(target), flow="tuned")
+    fn = report.functions["main"]
+    assert fn.changed and fn.rules_applied.get("erf-rational", 0) > 0
+    assert "1 GELU or erf computed with a rational erf, no libm call" in fn.changes
+    ops = relax_ops(new)
+    assert "relax.nn.gelu" not in ops and "relax.erf" not in ops and "relax.divide" in ops
+    assert_close(mod, new, rtol=1e-5)
+    cuda, _ = tvm_eqsat.optimize(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), flow="tuned")
+    assert "relax.nn.gelu" in relax_ops(cuda)

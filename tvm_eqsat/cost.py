@@ -38,6 +38,7 @@ log = logging.getLogger("tvm_eqsat")
 EPSILON_US = 1e-6  # every chosen node costs something: ties never make cycles attractive
 FLOWS = ("tuned", "default")  # how the module will be built: MetaSchedule-tuned, or the stock untuned/dlight build
 EPILOGUE_SHARE = 0.1  # share of its own memory traffic that a fused element-wise op pays
+ERF_OPS = ("Gelu", "Erf")  # element-wise ops TVM computes with a libm call per element (``Machine.erf_ns``)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Machine:
     cache_gbs: float = 0.0
     gather_ns: float = 0.0  # per element, a transpose that moves the innermost axis (``gathers``)
     batch_norm_ns: float = 0.0  # per element, an inference batch norm as TVM's tuned kernel runs it
+    erf_ns: float = 0.0  # per element, nn.gelu or erf as TVM's tuned kernel runs them: a libm call each
 
     def us_per_byte(self, traffic: float) -> float:
         """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
@@ -79,6 +81,7 @@ MACHINES = {  # (target kind, build flow) -> machine
         cache_gbs=70.0,
         gather_ns=0.43,
         batch_norm_ns=1.1,
+        erf_ns=6.6,
     ),
     # the same VM, stock untuned loops: a rough single tier (kernels there are costed by
     # the learned default-flow model; this prices views, splits and epilogues)
@@ -161,18 +164,29 @@ MACHINES = {  # (target kind, build flow) -> machine
 # where the memory tiers priced them at 70-97 GB/s, 8-10x too cheap.  So the roofline missed
 # most of what folding them gains: full-size ResNeXt-50 on Zen 5 predicted 1.029x for
 # stock+tvm's folds and ran 1.219x faster (llvm-znver5-cold-tuned-t32.md).
+#
+# Erf.  TVM legalizes nn.gelu and erf to a call of the C library's erff per element, which
+# MetaSchedule does not vectorize: the tuned kernels holding one (the committed databases' best
+# records, 32-64 trials) take 6.6-6.7 ns per element on generic code, 6.7 and 7.0 on Zen 5
+# (BERT's and ViT's GELU) and 7.3-12.7 on the Xeon (9.8 at the geometric mean), where the
+# memory tiers priced them as an epilogue at about 0.01.  In the model they ran faster than
+# their records: full-size BERT's and ViT's GELU kernels, tuned cold at 32 trials on Zen 5,
+# took 3.6 and 2.0 ns per element (``timing.kernel_times``, 2026-12-02), 2.7 at the geometric
+# mean, which is Zen 5's rate; the others keep their records' rates.  ``erf_ns`` prices the
+# op wherever FuseOps puts it; erf_rational.egg's form of GELU costs what its multiplies and
+# adds do (its fused kernel ran 0.11-0.2 ns per element in the same models).
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
     "emeraldrapids": (
         512,
         {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3},
-        {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2},
+        {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2, "erf_ns": 9.8},
     ),
     "znver5": (
         512,
         {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
-        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87},
+        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87, "erf_ns": 2.7},
     ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
@@ -289,7 +303,10 @@ class RooflineCostModel:
             return EPSILON_US + 0.01 * traffic * m.us_per_byte(traffic)
         if kind == ops.ELEMWISE:
             mem_us = traffic * m.us_per_byte(traffic)
-            return EPSILON_US + EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
+            us = EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
+            if op in ERF_OPS and m.erf_ns and isinstance(out_ty, TensorTy):
+                us = max(us, out_ty.numel * m.erf_ns / 1e3)  # its libm calls, wherever FuseOps puts it
+            return EPSILON_US + us
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
         busy = float(m.busy_us(work, traffic))

@@ -31,6 +31,7 @@ NAMES = {
     "fused slice": ("part read in place as a fused slice", "parts read in place as fused slices"),
     "pool NHWC": ("NHWC pool", "NHWC pools"),
     "pool NCHW": ("NCHW pool", "NCHW pools"),
+    "erf call": ("GELU or erf", "GELUs or erfs"),
 }
 
 
@@ -68,6 +69,8 @@ def census(graph: TensorGraph) -> Counter:
             counts["concat"] += 1
         elif node.op == "Split":
             counts["split"] += 1
+        elif node.op in ("Gelu", "Erf"):  # a libm call per element (erf_rational.egg)
+            counts["erf call"] += 1
     return counts
 
 
@@ -153,4 +156,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
     d = after["fused slice"] - before["fused slice"]
     if d > 0:
         out.append(_n(d, "fused slice"))
+    d = before["erf call"] - after["erf call"]
+    if d > 0:
+        out.append(f"{_n(d, 'erf call')} computed with a rational erf, no libm call")
     return out
