@@ -36,6 +36,7 @@ _WHEN = {
     "opt-in": set(),
     "llvm default flow": {c for c in _COMBOS if c[:2] == ("llvm", "default")},
     "both llvm flows": {c for c in _COMBOS if c[0] == "llvm"},
+    "llvm tuned flow": {c for c in _COMBOS if c[:2] == ("llvm", "tuned")},
     "on, except CUDA's default flow": {c for c in _COMBOS if c[:2] != ("cuda", "default")},
     "where the cost model has learned layouts": {c for c in _COMBOS if c[2]},
 }

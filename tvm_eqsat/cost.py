@@ -174,7 +174,7 @@ MACHINES = {  # (target kind, build flow) -> machine
 # took 3.6 and 2.0 ns per element (``timing.kernel_times``, 2026-12-02), 2.7 at the geometric
 # mean, which is Zen 5's rate; the others keep their records' rates.  ``erf_ns`` prices the
 # op wherever FuseOps puts it; erf_rational.egg's form of GELU costs what its multiplies and
-# adds do (its fused kernel ran 0.11-0.2 ns per element in the same models).
+# adds do (its fused kernel ran 0.11-0.28 ns per element in the same models).
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)

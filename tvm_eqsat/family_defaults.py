@@ -56,7 +56,7 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # not one this VM's timing can separate from noise, so it stays off in the tuned flow.
 # erf_rational (GELU's erf as a rational function: no libm call per element), llvm tuned flow:
 # full-size BERT-base 1.072x and ViT-B/16 1.053x over their best stock variants (Zen 5, 32 trials,
-# cold; before it 0.998x and 1.001x), their GELU kernels 17.0 -> 1.3 ms and 14.2 -> about 1.5 ms
+# cold; before it 0.998x and 1.001x), their GELU kernels 17.0 -> 0.5-1.3 ms and 14.2 -> 0.85 ms
 # (llvm-znver5-cold-tuned-t32-erf.md).  Default flow: untuned matmuls take nearly all the time
 # (full BERT-base 25 s a run), the default-flow model predicts 1.0006x, and small BERT and ViT ran
 # 0.988x and 0.998x of the pass without it, inside their spreads (family-erf_rational-llvm-
