@@ -1203,3 +1203,24 @@ def test_the_pass_takes_the_rational_gelu_where_erf_is_a_library_call(target):
     assert_close(mod, new, rtol=1e-5)
     cuda, _ = tvm_eqsat.optimize(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), flow="tuned")
     assert "relax.nn.gelu" in relax_ops(cuda)
+
+
+def test_erf_rational_writes_the_fit_scripts_coefficients_and_error():
+    """rules/erf_rational.egg's coefficients are scripts/fit_erf.py's fit, as it prints them, and
+    evaluated in float32 as the rule's ops compute them they stay within 5e-7 of erf."""
+    import re
+    from pathlib import Path
+
+    from helpers import load_script
+    from scipy.special import erf
+
+    fit_erf = load_script("fit_erf")
+    text = (Path(__file__).resolve().parent.parent / "rules" / "erf_rational.egg").read_text()
+    rule = text[text.index('(rule ((= e (Erf x))') :]
+    written = [float(v) for v in re.findall(r"\(Full \(vec-empty\) (-?[0-9.e+-]+) \"float32\"\)", rule)]
+    p, q = fit_erf.fit()
+    # Horner's form writes each polynomial from its highest coefficient down
+    assert written == [float(f"{c:.9e}") for c in (*p[::-1], *q[::-1])]
+    x = np.linspace(-6, 6, 200_001).astype(np.float32)
+    got = fit_erf.evaluate(x, written[6::-1], written[:6:-1], np.float32).astype(np.float64)
+    assert np.abs(got - erf(x.astype(np.float64))).max() < 5e-7
