@@ -1216,7 +1216,7 @@ def test_erf_rational_writes_the_fit_scripts_coefficients_and_error():
 
     fit_erf = load_script("fit_erf")
     text = (Path(__file__).resolve().parent.parent / "rules" / "erf_rational.egg").read_text()
-    rule = text[text.index('(rule ((= e (Erf x))') :]
+    rule = text[text.index("(rule ((= e (Erf x))") :]
     written = [float(v) for v in re.findall(r"\(Full \(vec-empty\) (-?[0-9.e+-]+) \"float32\"\)", rule)]
     p, q = fit_erf.fit()
     # Horner's form writes each polynomial from its highest coefficient down
