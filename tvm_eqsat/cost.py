@@ -38,7 +38,6 @@ log = logging.getLogger("tvm_eqsat")
 EPSILON_US = 1e-6  # every chosen node costs something: ties never make cycles attractive
 FLOWS = ("tuned", "default")  # how the module will be built: MetaSchedule-tuned, or the stock untuned/dlight build
 EPILOGUE_SHARE = 0.1  # share of its own memory traffic that a fused element-wise op pays
-ERF_OPS = ("Gelu", "Erf")  # element-wise ops TVM computes with a libm call per element (``Machine.erf_ns``)
 
 
 @dataclass(frozen=True)
@@ -304,7 +303,7 @@ class RooflineCostModel:
         if kind == ops.ELEMWISE:
             mem_us = traffic * m.us_per_byte(traffic)
             us = EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
-            if op in ERF_OPS and m.erf_ns and isinstance(out_ty, TensorTy):
+            if op in ops.LIBM_OPS and m.erf_ns and isinstance(out_ty, TensorTy):
                 us = max(us, out_ty.numel * m.erf_ns / 1e3)  # its libm calls, wherever FuseOps puts it
             return EPSILON_US + us
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)

@@ -9,6 +9,7 @@ from collections import Counter
 
 from .fusion import fused_slices
 from .graph import TensorGraph
+from .ops import LIBM_OPS
 
 # census key -> (singular, plural) for the sentence
 NAMES = {
@@ -69,7 +70,7 @@ def census(graph: TensorGraph) -> Counter:
             counts["concat"] += 1
         elif node.op == "Split":
             counts["split"] += 1
-        elif node.op in ("Gelu", "Erf"):  # a libm call per element (erf_rational.egg)
+        elif node.op in LIBM_OPS:  # a libm call per element (erf_rational.egg)
             counts["erf call"] += 1
     return counts
 

@@ -32,6 +32,9 @@ TUPLE = "tuple"  # tuple plumbing, no code
 # permute_dims is no view either: a transpose is a copy kernel (FuseOps fuses the
 # element-wise ops after it, but never fuses it into a conv or matmul before or after)
 INJECTIVE = "injective"
+# element-wise ops TVM computes with a C library call per element (erff), which MetaSchedule
+# does not vectorize: priced at ``cost.Machine.erf_ns``, rewritten by erf_rational.egg
+LIBM_OPS = ("Gelu", "Erf")
 
 
 class NotNative(Exception):
