@@ -12,6 +12,12 @@ For each model and target these variants are built and timed against each other:
 * ``stock+tvm``  TVM's graph-level passes for inference first (``TVM_PASSES``: batch-norm
                  folding, decomposition, constant folding, CSE, CPM, transposed-matmul fusion;
                  the row says which changed the model);
+* ``stock+fast`` stock+tvm's passes, then ``FastMathTransform``: TVM's approximate exp,
+                 erf, tanh and softmax (not exact, as the pass's ``erf_rational`` and
+                 ``fast_math`` are not: the stock variant to beat where the pass approximates).
+                 Asked for only (``--variants``), not by default: on full-size NASRNN,
+                 whose fused cells nest tanh in tanh, MetaSchedule stalled for 16 min
+                 before its first trial of two such kernels (2026-12-02, Zen 5);
 * ``stock+nhwc`` ``ConvertLayout`` of every conv to NHWC (models with convolutions);
 * ``stock-aa``   stock tuned again, independently (another seed, its own database): the
                  A/A control of the tuned flow;
@@ -110,9 +116,10 @@ log = logging.getLogger("benchmark")
 
 ROOT = Path(__file__).resolve().parent.parent
 MS_LOG_LEVEL = logging.WARNING  # MetaSchedule's console output; INFO with --verbose
-STOCK_VARIANTS = ("stock", "stock+cpm", "stock+tvm", "stock+nhwc", "stock-aa")
+STOCK_VARIANTS = ("stock", "stock+cpm", "stock+tvm", "stock+fast", "stock+nhwc", "stock-aa")
 EQSAT_VARIANTS = ("eqsat", "eqsat+tvm")
 VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS)
+DEFAULT_VARIANTS = tuple(v for v in VARIANTS if v != "stock+fast")  # see stock+fast above
 # TVM's own graph-level passes for an inference model with bound weights, in the order a
 # user applies them: batch norms folded into convs before the rest are decomposed into
 # element-wise ops, constants folded, common subexpressions merged, parallel matmuls
@@ -252,6 +259,7 @@ def _twin(v: Variant, built: dict[str, Variant], flow: str) -> str | None:
         return "stock"
     bases = {
         "stock+tvm": ("stock",),
+        "stock+fast": ("stock+tvm", "stock"),
         "stock+nhwc": ("stock",),
         "stock+cpm": ("stock",),
         "eqsat": ("stock",),
@@ -270,6 +278,15 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
     if name == "stock+tvm":
         new, applied = tvm_graph_passes(mod, target)
         return Variant(name, new, time.perf_counter() - t, changed=bool(applied), rules_fired=";".join(applied))
+    if name == "stock+fast":
+        import tvm_ffi
+
+        new, applied = tvm_graph_passes(mod, target)
+        with target, tvm.transform.PassContext(opt_level=3):
+            fast = relax.transform.FastMathTransform()(new)
+        if not tvm_ffi.structural_equal(fast, new):
+            applied.append("FastMathTransform")
+        return Variant(name, fast, time.perf_counter() - t, changed=bool(applied), rules_fired=";".join(applied))
     if name == "stock+nhwc":
         with target, tvm.transform.PassContext(opt_level=3):
             new = relax.transform.ConvertLayout(NHWC)(mod)
@@ -793,7 +810,8 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
             "## Against the best stock variant",
             "",
             "Stock variants: stock, stock+cpm, stock+tvm (TVM's graph passes: "
-            f"{', '.join(dict.fromkeys(TVM_PASSES))}), stock+nhwc (ConvertLayout to NHWC); eqsat "
+            f"{', '.join(dict.fromkeys(TVM_PASSES))}), stock+fast (those, then FastMathTransform, where "
+            "timed), stock+nhwc (ConvertLayout to NHWC); eqsat "
             "variants: eqsat, eqsat+tvm (TVM's graph passes, then the pass). A gain or loss counts "
             "only outside the model's noise floor (stock's p10-p90 half-spread, and stock tuned "
             "again with another seed in the tuned flow).",
@@ -801,9 +819,10 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
             *best_stock_table(data, tuned=flow == "tuned"),
         ]
         passes = [
-            f"{model}: stock+tvm `{vs['stock+tvm']['rules_fired'] or 'none'}`"
+            f"{model}: {name} `{vs[name]['rules_fired'] or 'none'}`"
             for model, vs in data.items()
-            if "stock+tvm" in vs
+            for name in ("stock+tvm", "stock+fast")
+            if name in vs
         ]
         lines += ["", "TVM passes that changed each model: " + "; ".join(passes) + "."]
     changed = [
@@ -963,7 +982,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="tuned flow on llvm: time each candidate with its weights flushed from the CPU's caches, as "
         "they are in a model (tune.COLD_EVALUATOR); databases and results are named <target>-cold",
     )
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, help="stock is always included")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(DEFAULT_VARIANTS),
+        choices=VARIANTS,
+        help="stock is always included; stock+fast only when named",
+    )
     p.add_argument("--repeat", type=int, default=30, help="timed samples per variant (interleaved rounds)")
     p.add_argument("--min-ms", type=float, default=10.0, help="a sample repeats the model until it lasts this long")
     p.add_argument("--time-limit", type=float, default=30.0, help="tvm-eqsat pass time limit (s)")

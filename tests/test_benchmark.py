@@ -51,7 +51,7 @@ def _rows(path: Path) -> list[dict]:
 def test_csv_has_every_variant_checked(run):
     bench, out, _ = run
     rows = {r["variant"]: r for r in _rows(out / "llvm-default-small.csv")}
-    assert list(rows) == list(bench.VARIANTS)
+    assert list(rows) == list(bench.DEFAULT_VARIANTS)
     for r in rows.values():
         assert r["model"] == "nasrnn"
         for key in ("median_ms", "p10_ms", "p90_ms"):
@@ -338,3 +338,20 @@ def test_explain_says_what_changed_and_against_which_stock(run):
     assert "nasrnn" in text and "best stock variant" in text and "The pass changed:" in text
     assert "matmuls merged into" in text  # the roofline merges nasrnn's matmuls
     assert "checked against stock's" in text
+
+
+def test_stock_fast_is_tvms_graph_passes_then_its_fast_math_and_only_when_asked_for():
+    """``stock+fast``: TVM's graph passes, then ``FastMathTransform`` (its softmax becomes TOPI's
+    fast_softmax, and the row says so); ``--variants`` leaves it out unless named."""
+    from helpers import module, relax_ops, tensor
+    from tvm.relax import op as R
+
+    bench = load_script("benchmark")
+    mod = module([tensor("x", (4, 16))], lambda bb, x: R.nn.softmax(x, -1))
+    v = bench.make_variant("stock+fast", mod, bench.make_target("llvm", ""), {})
+    assert v.changed and v.rules_fired.endswith("FastMathTransform"), v.rules_fired
+    assert "relax.nn.softmax" not in relax_ops(v.mod) and any(
+        gv.name_hint == "fast_softmax" for gv in v.mod.get_global_vars()
+    )
+    assert "stock+fast" not in bench.parse_args([]).variants
+    assert "stock+fast" in bench.parse_args(["--variants", "stock+fast"]).variants

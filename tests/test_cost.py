@@ -1318,7 +1318,7 @@ def test_batch_norms_are_priced_at_the_rate_their_tuned_kernels_ran():
 
 @pytest.mark.parametrize("mcpu, rate", [("generic", 6.6), ("znver5", 2.7), ("emeraldrapids", 9.8)])
 def test_gelu_and_erf_are_priced_as_a_library_call_per_element(mcpu, rate):
-    """The tuned roofline prices a GELU or an erf at its machine's ``erf_ns`` per element, fused
+    """The tuned roofline prices a GELU or an erf at its machine's ``libm_ns`` per element, fused
     or not (TVM calls libm's erff for each), and a relu as the epilogue it is: without the rate
     both cost their traffic's tenth, and erf_rational's form would never look cheaper."""
     bits = 128 if mcpu == "generic" else 512
@@ -1328,3 +1328,18 @@ def test_gelu_and_erf_are_priced_as_a_library_call_per_element(mcpu, rate):
         assert model.node_cost(op, (), (x,), x, False) == pytest.approx(x.numel * rate / 1e3, rel=1e-3)
     assert model.node_cost("Relu", (), (x,), x, False) < x.numel * 0.05 / 1e3
     assert model.node_cost("Gelu", (), (x,), x, True) == cost.EPSILON_US  # a constant folds
+
+
+@pytest.mark.parametrize("mcpu, rate", [("generic", 6.6), ("znver5", 2.7)])
+def test_a_softmax_is_priced_by_its_exps_and_topis_fast_one_by_its_traffic(mcpu, rate):
+    """The tuned roofline prices a softmax (its own kernel) at ``libm_ns`` per element, as it
+    does exp, tanh and sigmoid fused: TVM calls libm's expf for each.  TOPI's fast softmax
+    (fast_math.egg) costs its launch and traffic, well under a tenth of that."""
+    bits = 128 if mcpu == "generic" else 512
+    model = cost.RooflineCostModel("llvm", "tuned", bits, mcpu)
+    x = TensorTy((12, 128, 128), F32)
+    libm_us = x.numel * rate / 1e3
+    assert model.node_cost("Softmax", (2,), (x,), x, False) >= libm_us
+    assert model.node_cost("FastSoftmax", (2,), (x,), x, False) < libm_us / 10
+    for op in ("Exp", "Tanh", "Sigmoid"):
+        assert model.node_cost(op, (), (x,), x, False) == pytest.approx(libm_us, rel=1e-3)

@@ -771,6 +771,21 @@ def erf_rational(seed, positive):
     return module([x], lambda bb, x: R.erf(bb.emit(R.multiply(x, relax.const(3.0, dtype))))), ["erf-rational"]
 
 
+# ---- fast_math: TOPI's fast softmax
+
+
+def softmax_fast(seed, positive):
+    """A softmax of spread-out float32 values (x * 8) along a random axis of a 3-D tensor;
+    negative: float64."""
+    rng = _rng(seed)
+    shape, axis = tuple(int(d) for d in rng.integers(2, 9, 3)), int(rng.integers(-3, 3))
+    dtype = "float32" if positive else "float64"
+    x = tensor("x", shape, dtype)
+    return module([x], lambda bb, x: R.nn.softmax(bb.emit(R.multiply(x, relax.const(8.0, dtype))), axis)), [
+        "softmax-fast"
+    ]
+
+
 # F(2x2): a 6x8 output; an odd output height (7x6) or width (6x5), negative 6x6
 conv2d_winograd_f2 = _winograd_direct((6, 8), "conv2d-winograd-f2")
 conv2d_winograd_f2_cl = _winograd_direct((6, 8), "conv2d-winograd-f2-cl")  # winograd_cl.egg's form
@@ -897,6 +912,7 @@ BUILDERS = {
     **WINOGRAD_1D,
     "gelu-as-erf": gelu_as_erf,
     "erf-rational": erf_rational,
+    "softmax-fast": softmax_fast,
 }
 # rules that are not exact, with the relative difference they are tested within (each
 # rule's file states it); every other rule is tested within 1e-5
@@ -1188,7 +1204,7 @@ def test_fire_module_expands_become_one_conv(seed):
 @pytest.mark.parametrize("target", ["llvm", {"kind": "llvm", "mcpu": "znver5"}])
 def test_the_pass_takes_the_rational_gelu_where_erf_is_a_library_call(target):
     """A matmul and its GELU (BERT's feed-forward): on llvm, where the erf is a libm call per
-    element (``cost.Machine.erf_ns``), the pass returns the GELU as multiplies, adds and a
+    element (``cost.Machine.libm_ns``), the pass returns the GELU as multiplies, adds and a
     divide, within erf_rational's tolerance; on CUDA the family is off and the GELU stays."""
     import tvm
 
@@ -1203,6 +1219,57 @@ def test_the_pass_takes_the_rational_gelu_where_erf_is_a_library_call(target):
     assert_close(mod, new, rtol=1e-5)
     cuda, _ = tvm_eqsat.optimize(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), flow="tuned")
     assert "relax.nn.gelu" in relax_ops(cuda)
+
+
+@pytest.mark.parametrize("target", ["llvm", {"kind": "llvm", "mcpu": "znver5"}])
+def test_the_pass_takes_tvms_fast_softmax_where_exp_is_a_library_call(target):
+    """Attention's scores and softmax: on llvm, where each exp is a libm call
+    (``cost.Machine.libm_ns``), the pass calls TOPI's fast softmax, the very kernel TVM's
+    FastMathTransform makes (so one tuning record serves both), within its tolerance; a second
+    softmax of the same type calls the same kernel; on CUDA the family is off."""
+    import tvm
+    import tvm_ffi
+
+    x, w = tensor("x", (2, 4, 8, 16)), const((16, 8), seed=1)
+
+    def body(bb, x):
+        scores = bb.emit(R.matmul(x, w))
+        first = bb.emit(R.nn.softmax(scores, -1))
+        return R.add(first, bb.emit(R.nn.softmax(bb.emit(R.multiply(scores, relax.const(2.0))), 3)))
+
+    mod = module([x], body)
+    new, report = tvm_eqsat.optimize(mod, tvm.target.Target(target), flow="tuned")
+    fn = report.functions["main"]
+    assert fn.changed and fn.rules_applied.get("softmax-fast", 0) > 0
+    assert "2 softmaxes computed with TOPI's fast exp, no libm call" in fn.changes
+    ops = relax_ops(new)
+    assert "relax.nn.softmax" not in ops and ops["relax.call_tir"] == 2, ops
+    kernels = [gv for gv in new.get_global_vars() if gv.name_hint.startswith("eqsat_fast_softmax")]
+    assert len(kernels) == 1, new.get_global_vars()
+    stock = relax.transform.FastMathTransform()(mod)
+    assert tvm_ffi.structural_equal(new[kernels[0]], stock[stock.get_global_var("fast_softmax")])
+    assert_close(mod, new, rtol=1e-5)
+    cuda, _ = tvm_eqsat.optimize(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), flow="tuned")
+    assert relax_ops(cuda)["relax.nn.softmax"] == 2
+
+
+def test_a_fast_softmax_whose_kernel_name_is_taken_leaves_the_function_unchanged():
+    """A module that already holds a function under the name of the pass's fast-softmax
+    kernel (an earlier run's output, made in another process): the rewrite is refused, loudly,
+    and the module comes back as it was."""
+    import tvm
+
+    from tvm_eqsat import te_ops
+
+    x = tensor("x", (4, 16))
+    mod = module([x], lambda bb, x: R.nn.softmax(x, -1))
+    gv = te_ops.call("fast_softmax", relax.Var("y", relax.TensorType((4, 16), "float32")), 1).args[0]
+    taken = mod.clone()
+    taken[tvm.ir.GlobalVar(gv.name_hint)] = te_ops._BY_NAME[gv.name_hint]
+    new, report = tvm_eqsat.optimize(taken, "llvm", flow="tuned")
+    fn = report.functions["main"]
+    assert not fn.changed and any("already has a function named" in a for a in report.alarms), report.alarms
+    assert relax_ops(new)["relax.nn.softmax"] == 1
 
 
 def test_erf_rational_writes_the_fit_scripts_coefficients_and_error():

@@ -49,7 +49,7 @@ class Machine:
     cache_gbs: float = 0.0
     gather_ns: float = 0.0  # per element, a transpose that moves the innermost axis (``gathers``)
     batch_norm_ns: float = 0.0  # per element, an inference batch norm as TVM's tuned kernel runs it
-    erf_ns: float = 0.0  # per element, nn.gelu or erf as TVM's tuned kernel runs them: a libm call each
+    libm_ns: float = 0.0  # per element, ``ops.LIBM_OPS`` as TVM's tuned kernels run them: a libm call each
 
     def us_per_byte(self, traffic: float) -> float:
         """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
@@ -80,7 +80,7 @@ MACHINES = {  # (target kind, build flow) -> machine
         cache_gbs=70.0,
         gather_ns=0.43,
         batch_norm_ns=1.1,
-        erf_ns=6.6,
+        libm_ns=6.6,
     ),
     # the same VM, stock untuned loops: a rough single tier (kernels there are costed by
     # the learned default-flow model; this prices views, splits and epilogues)
@@ -171,21 +171,25 @@ MACHINES = {  # (target kind, build flow) -> machine
 # memory tiers priced them as an epilogue at about 0.01.  In the model they ran faster than
 # their records: full-size BERT's and ViT's GELU kernels, tuned cold at 32 trials on Zen 5,
 # took 3.6 and 2.0 ns per element (``timing.kernel_times``, 2026-12-02), 2.7 at the geometric
-# mean, which is Zen 5's rate; the others keep their records' rates.  ``erf_ns`` prices the
+# mean, which is Zen 5's rate; the others keep their records' rates.  ``libm_ns`` prices the
 # op wherever FuseOps puts it; erf_rational.egg's form of GELU costs what its multiplies and
-# adds do (its fused kernel ran 0.11-0.28 ns per element in the same models).
+# adds do (its fused kernel ran 0.11-0.28 ns per element in the same models).  exp (a softmax's,
+# a sigmoid's, a SiLU's) and tanh are libm calls too (expf, tanhf): BERT-base's softmax kernels
+# ran 1.9 ns per element in the model on Zen 5, near erf's rate, so one rate prices every op of
+# ``ops.LIBM_OPS``; TOPI's fast softmax (fast_math.egg) costs its traffic, though in the same
+# model it ran 0.83-0.94 ns per element (its reductions): the choice holds, the prediction runs high.
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
     "emeraldrapids": (
         512,
         {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3},
-        {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2, "erf_ns": 9.8},
+        {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2, "libm_ns": 9.8},
     ),
     "znver5": (
         512,
         {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
-        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87, "erf_ns": 2.7},
+        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87, "libm_ns": 2.7},
     ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
@@ -303,8 +307,8 @@ class RooflineCostModel:
         if kind == ops.ELEMWISE:
             mem_us = traffic * m.us_per_byte(traffic)
             us = EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
-            if op in ops.LIBM_OPS and m.erf_ns and isinstance(out_ty, TensorTy):
-                us = max(us, out_ty.numel * m.erf_ns / 1e3)  # its libm calls, wherever FuseOps puts it
+            if op in ops.LIBM_OPS and m.libm_ns and isinstance(out_ty, TensorTy):
+                us = max(us, out_ty.numel * m.libm_ns / 1e3)  # its libm calls, wherever FuseOps puts it
             return EPSILON_US + us
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
@@ -312,6 +316,8 @@ class RooflineCostModel:
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
                 busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
+        if op in ops.LIBM_OPS and m.libm_ns and isinstance(out_ty, TensorTy):  # softmax: an exp each
+            busy = max(busy, out_ty.numel * m.libm_ns / 1e3)
         if op == "BatchNorm" and m.batch_norm_ns and in_tys and isinstance(in_tys[0], TensorTy):
             busy = max(busy, in_tys[0].numel * m.batch_norm_ns / 1e3)
         return EPSILON_US + m.launch_us + busy

@@ -9,7 +9,7 @@ from collections import Counter
 
 from .fusion import fused_slices
 from .graph import TensorGraph
-from .ops import LIBM_OPS
+from .ops import ERF_OPS
 
 # census key -> (singular, plural) for the sentence
 NAMES = {
@@ -33,6 +33,7 @@ NAMES = {
     "pool NHWC": ("NHWC pool", "NHWC pools"),
     "pool NCHW": ("NCHW pool", "NCHW pools"),
     "erf call": ("GELU or erf", "GELUs or erfs"),
+    "softmax": ("softmax", "softmaxes"),
 }
 
 
@@ -70,8 +71,10 @@ def census(graph: TensorGraph) -> Counter:
             counts["concat"] += 1
         elif node.op == "Split":
             counts["split"] += 1
-        elif node.op in LIBM_OPS:  # a libm call per element (erf_rational.egg)
+        elif node.op in ERF_OPS:  # a libm call per element (erf_rational.egg)
             counts["erf call"] += 1
+        elif node.op == "Softmax":  # expf per element (fast_math.egg)
+            counts["softmax"] += 1
     return counts
 
 
@@ -160,4 +163,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
     d = before["erf call"] - after["erf call"]
     if d > 0:
         out.append(f"{_n(d, 'erf call')} computed with a rational erf, no libm call")
+    d = before["softmax"] - after["softmax"]
+    if d > 0:
+        out.append(f"{_n(d, 'softmax')} computed with TOPI's fast exp, no libm call")
     return out

@@ -25,8 +25,9 @@ import numpy as np
 from . import ops
 from .graph import TensorTy
 
-# kernels the model knows; anything else is costed by the roofline
-KERNEL_OPS = tuple(s.name for s in ops.BY_NAME.values() if s.kind == ops.KERNEL)
+# kernels the model knows; anything else is costed by the roofline (so are the kernels only
+# rules make, which no Relax op reads back as and no dataset holds: TOPI's fast softmax)
+KERNEL_OPS = tuple(s.name for s in ops.BY_NAME.values() if s.kind == ops.KERNEL and s.relax_op)
 _MAX_RANK = 6
 
 NAMES: tuple[str, ...] = (
@@ -108,7 +109,7 @@ def flops(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> float:
         return 2.0 * out.numel * weight.numel / max(out_channels, 1)
     if op in ("MaxPool2d", "AvgPool2d") and out is not None:
         return float(out.numel * _numel(attrs[0]))
-    if op in ("LayerNorm", "BatchNorm", "Softmax", "Mean") and first is not None:
+    if op in ("LayerNorm", "BatchNorm", "Softmax", "FastSoftmax", "Mean") and first is not None:
         return 5.0 * first.numel
     if out is not None:
         return float(out.numel)

@@ -11,7 +11,7 @@ from typing import Any
 
 import tvm
 
-from . import graph
+from . import graph, te_ops
 from .egraph import TensorEGraph
 from .extract import choice_to_graph, extract, loaded_enode
 from .rules import load_library
@@ -51,4 +51,5 @@ def rewritten_form(mod: tvm.IRModule, rules, func: str = "main", avoid: Avoid | 
     new_func = _with_blocks(f, [graph.block_from_graph(new_graph)] + list(f.body.blocks[1:]))
     new_mod = mod.clone()
     new_mod[mod.get_global_var(func)] = new_func
+    new_mod = te_ops.attach(new_mod)
     return new_mod, grown.rules_applied, new_graph.signature() != g.signature()

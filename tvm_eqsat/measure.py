@@ -20,7 +20,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from . import ops
+from . import ops, te_ops
 from .cost import FLOWS  # the build flows, named once
 from .graph import TensorTy, module_graphs, ty_of
 from .tune import RPCDevice, build, tune, use_all_cores
@@ -66,7 +66,7 @@ def workload_module(w: Workload) -> tvm.IRModule:
                 value = bb.emit(ops.build_call(espec, args, e.attrs))
             out = bb.emit_output(value)
         bb.emit_func_output(out)
-    return bb.get()
+    return te_ops.attach(bb.get())
 
 
 # ---------------------------------------------------------------- timing

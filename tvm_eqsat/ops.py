@@ -15,6 +15,7 @@ from typing import Any
 import tvm
 from tvm import relax
 
+from . import te_ops
 from .tables import table
 
 # egglog sorts used for attributes
@@ -32,9 +33,12 @@ TUPLE = "tuple"  # tuple plumbing, no code
 # permute_dims is no view either: a transpose is a copy kernel (FuseOps fuses the
 # element-wise ops after it, but never fuses it into a conv or matmul before or after)
 INJECTIVE = "injective"
-# element-wise ops TVM computes with a C library call per element (erff), which MetaSchedule
-# does not vectorize: priced at ``cost.Machine.erf_ns``, rewritten by erf_rational.egg
-LIBM_OPS = ("Gelu", "Erf")
+# ops TVM computes with a C library call per element (erff, expf, tanhf; a softmax's
+# exponentials, a sigmoid's exp), which MetaSchedule does not vectorize: priced at
+# ``cost.Machine.libm_ns`` per element; erf_rational.egg rewrites GELU and erf, fast_math.egg
+# softmax
+ERF_OPS = ("Gelu", "Erf")  # erff: erf_rational.egg's
+LIBM_OPS = (*ERF_OPS, "Exp", "Tanh", "Sigmoid", "Silu", "Softmax")
 
 
 class NotNative(Exception):
@@ -570,6 +574,17 @@ SPECS: tuple[OpSpec, ...] = (
         [("axes", IVEC), ("keepdims", BOOL)],
         _read_mean,
         lambda xs, a: relax.op.mean(xs[0], list(a[0]), a[1]),
+        KERNEL,
+    ),
+    # TOPI's softmax with a polynomial exp, as TVM's FastMathTransform makes it (te_ops.py);
+    # fast_math.egg introduces it, no Relax op reads back as one
+    _spec(
+        "FastSoftmax",
+        "",
+        1,
+        [("axis", I64)],
+        _read_nothing,
+        lambda xs, a: te_ops.call("fast_softmax", xs[0], a[0]),
         KERNEL,
     ),
     # a constant matrix a rule introduces (tables.py); no Relax op reads back as one

@@ -19,6 +19,7 @@ import tvm
 from tvm import relax
 
 from . import cost as cost_mod
+from . import te_ops
 from .alarms import diagnose
 from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
@@ -400,7 +401,11 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
         if new_func is not None:
             candidate = new_mod.clone()
             candidate[gv] = new_func
-            problem = _ill_formed(candidate)
+            try:
+                candidate = te_ops.attach(candidate)  # the TE kernels it calls (fast_math.egg)
+                problem = _ill_formed(candidate)
+            except ValueError as err:
+                problem = str(err)
             if problem is None:
                 new_mod = candidate
             else:

@@ -1,0 +1,90 @@
+"""Ops the pass emits as TVM's own TE kernels: TOPI's fast softmax.
+
+TVM computes the exponentials inside ``nn.softmax`` with a C library call per element,
+which MetaSchedule does not vectorize.  ``FastMathTransform`` replaces every softmax (and
+exp, erf and tanh) of a module by TOPI's polynomial forms (``topi.nn.fast_softmax``).  The
+rule of ``fast_math.egg`` offers the same kernel as an alternative in the e-graph, so
+extraction chooses it where it is cheaper, and the rebuilt block calls it with ``call_tir``.
+
+Each kernel is made once per process for each input type and attribute values, as
+``BlockBuilder.emit_te`` makes it (the PrimFunc is the one ``FastMathTransform`` makes, so
+a tuning database holds one record for both), under a name of its own
+(``eqsat_<op>_<digest>``).  ``attach`` adds the kernels a module calls to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import tvm
+from tvm import relax
+
+PREFIX = "eqsat_"
+_MADE: dict[tuple, tuple[tvm.ir.GlobalVar, tvm.tirx.PrimFunc, relax.TensorType]] = {}
+_BY_NAME: dict[str, tvm.tirx.PrimFunc] = {}
+
+
+def _topi(name: str) -> Callable:
+    from tvm import topi
+
+    return {"fast_softmax": topi.nn.fast_softmax}[name]
+
+
+def _tensor_type(expr) -> relax.TensorType:
+    ty = expr.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        raise TypeError(f"a TE kernel needs an input of static shape, got {ty}")
+    return ty
+
+
+def call(name: str, x, *attrs) -> relax.Call:
+    """``call_tir`` of TOPI's ``name`` (fast_softmax) on ``x``, with ``attrs`` (its axis)."""
+    ty = _tensor_type(x)
+    shape = tuple(int(d) for d in ty.shape.values)
+    key = (name, shape, str(ty.dtype), attrs)
+    if key not in _MADE:
+        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+        bb = relax.BlockBuilder()
+        param = relax.Var("x", relax.TensorType(shape, ty.dtype))
+        with bb.function("main", [param]):
+            out = bb.emit_te(_topi(name), param, *attrs, primfunc_name_hint=f"{PREFIX}{name}_{digest}")
+            bb.emit_func_output(out)
+        made = bb.get()
+        made_call = made["main"].body.blocks[0].bindings[0].value
+        gv = made_call.args[0]
+        _MADE[key] = (gv, made[gv], made_call.ty_args[0])
+        _BY_NAME[gv.name_hint] = made[gv]
+    gv, _, out_ty = _MADE[key]
+    return relax.call_tir(gv, relax.Tuple([x]), out_ty)
+
+
+def _called(func) -> set[tvm.ir.GlobalVar]:
+    found: set[tvm.ir.GlobalVar] = set()
+
+    def visit(expr) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.call_tir":
+            gv = expr.args[0]
+            if isinstance(gv, tvm.ir.GlobalVar) and gv.name_hint in _BY_NAME:
+                found.add(gv)
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return found
+
+
+def attach(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with the TE kernels its Relax functions call added (the same module if none
+    is missing).  A name the module already uses for another function is an error: the
+    caller leaves the rewrite out (``transform``'s well-formedness check)."""
+    present = set(mod.get_global_vars())
+    names = {gv.name_hint for gv in present}
+    called = set().union(*(_called(f) for _, f in mod.functions.items() if isinstance(f, relax.Function)))
+    missing = called - present
+    if not missing:
+        return mod
+    out = mod.clone()
+    for gv in sorted(missing, key=lambda g: g.name_hint):
+        if gv.name_hint in names:
+            raise ValueError(f"the module already has a function named {gv.name_hint}")
+        out[gv] = _BY_NAME[gv.name_hint]
+    return out
