@@ -36,7 +36,8 @@ def fit(iterations: int = 30) -> tuple[np.ndarray, np.ndarray]:
 
 
 def evaluate(x: np.ndarray, p, q, dtype=np.float64) -> np.ndarray:
-    """The rule's ops in ``dtype``: clip, square, Horner's form of both, multiply, divide."""
+    """The rule's ops in ``dtype``: clip, square, Horner's form of both, multiply, divide, clip
+    to [-1, 1]."""
     z = np.clip(x.astype(dtype), -CLAMP, CLAMP)
     t = z * z
     num, den = dtype(p[-1]), dtype(q[-1])
@@ -44,7 +45,7 @@ def evaluate(x: np.ndarray, p, q, dtype=np.float64) -> np.ndarray:
         num = num * t + dtype(c)
     for c in q[-2::-1]:
         den = den * t + dtype(c)
-    return z * num / den
+    return np.clip(z * num / den, dtype(-1), dtype(1))
 
 
 def main() -> None:
@@ -58,6 +59,16 @@ def main() -> None:
     x32 = x.astype(np.float32)
     got = evaluate(x32, p, q, np.float32).astype(np.float64)
     print(f"max |error| in float32: {np.abs(got - erf(x32.astype(np.float64))).max():.2e}")
+    print(f"GELU, x * (0.5 + 0.5 * erf(x / sqrt 2)) in float32: max |error| {gelu_error(p, q):.2e}")
+
+
+def gelu_error(p, q, bound: float = 30.0) -> float:
+    """The largest error of GELU computed with the rule's erf in float32, for |x| <= ``bound``."""
+    x = np.linspace(-bound, bound, 600_001).astype(np.float32)
+    half = np.float32(0.5)
+    got = x * (half + half * evaluate(x * np.float32(0.7071067811865476), p, q, np.float32))
+    exact = x.astype(np.float64) * 0.5 * (1 + erf(x.astype(np.float64) / np.sqrt(2)))
+    return float(np.abs(got - exact).max())
 
 
 if __name__ == "__main__":

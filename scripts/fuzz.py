@@ -43,6 +43,11 @@ FLOWS = ("default", "tuned")
 EXTRACTORS = ("ilp", "dag_local", "dag_greedy", "greedy")
 SEARCHES = ("saturate", "mcts")
 RTOL_FP32 = 1e-4  # fp32: the rewritten build against the original build, relative to each output's magnitude
+# ... or within ATOL_FP32 of it everywhere: erf_rational's GELU is within 1.2e-6 of GELU, and an
+# output holding only GELU's negative tail (x < -4, values below 1.3e-4; fuzz seed 7356: a
+# column of three near -5.5, about 5e-7 each) cannot be judged relative to its own magnitude
+# (TVM's own float32 GELU was 13% off exact arithmetic there)
+ATOL_FP32 = 2e-6
 # fp16 rounds at every op, and a rewrite that reassociates (merges matmuls, gathers
 # constants) rounds differently: on an output with cancellation the original's own error
 # against exact arithmetic reaches a few percent. The rewritten build's error against
@@ -221,7 +226,7 @@ def _matmul_steps(b: _Builder, rng) -> None:
                 bias = (n_out,) if rng.random() < 0.8 else (1,)
                 y = b.step("add", (y, b.const(bias)), b.shapes[y])
             if rng.random() < 0.4:
-                b.step(str(rng.choice(["relu", "gelu"])), (y,), b.shapes[y])
+                b.step(str(rng.choice(["relu", "gelu", "softmax"])), (y,), b.shapes[y])
     elif kind < 0.55:  # matmuls sharing a weight on two inputs (the row merges)
         other = [i for i, s in enumerate(b.shapes) if len(s) == len(shape) and s[-1] == k and s[:-2] == shape[:-2]]
         wt = b.weight((k, int(rng.integers(1, 5))))
@@ -345,6 +350,8 @@ def to_module(prog: Program, name: str = "main"):
                     v = bb.emit(R.permute_dims(a[0], list(at["axes"])))
                 elif s.op in ("relu", "gelu", "silu"):
                     v = bb.emit(getattr(R.nn, s.op)(a[0]))
+                elif s.op == "softmax":
+                    v = bb.emit(R.nn.softmax(a[0], axis=-1))
                 elif s.op == "clip":
                     v = bb.emit(R.clip(a[0], 0.0, 6.0))
                 elif s.op == "sigmoid":
@@ -450,7 +457,7 @@ def check(
     import tvm
 
     import tvm_eqsat
-    from tvm_eqsat import verify
+    from tvm_eqsat import te_ops, verify
     from tvm_eqsat.rules import load_library
 
     progs = [progs] if isinstance(progs, Program) else list(progs)
@@ -497,7 +504,8 @@ def check(
             found += _isolate(progs, mode, opts, err)
     try:
         if len(rewritten.functions):
-            got = _run_all(rewritten, [gv.name_hint for gv in rewritten.functions], inputs)
+            names = [gv.name_hint for gv in rewritten.functions]
+            got = _run_all(te_ops.attach(rewritten), names, inputs)  # with the TE kernels they call
             for key, out in got.items():
                 n, mode = key.split("@")
                 problem = _difference(by_name[n], mod[n], inputs[n], ref[n], out)
@@ -512,9 +520,10 @@ def _difference(prog: Program, func, inputs: list, ref: list, got: list) -> str 
     """Why the rewritten build's outputs ``got`` are not the original's ``ref`` (None if they are)."""
     from tvm_eqsat import verify
 
-    _, rel = verify.output_diffs(ref, got)
+    diff, rel = verify.output_diffs(ref, got)
     if prog.dtype != "float16":
-        return None if rel <= RTOL_FP32 else f"max relative difference {rel:.3g}"
+        ok = rel <= RTOL_FP32 or diff <= ATOL_FP32
+        return None if ok else f"max relative difference {rel:.3g} (absolute {diff:.3g})"
     if rel <= FP16_FLOOR:
         return None
     exact = _exact(func, inputs)

@@ -64,8 +64,9 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # fast_math (TOPI's fast softmax, the kernel TVM's FastMathTransform makes), llvm tuned flow: the
 # stock variant with FastMathTransform (stock+fast) ran full-size BERT-base 1.052x and ViT-B/16
 # 1.054x faster than stock+tvm, and the pass with the family 1.138x and 1.049x faster than
-# stock+fast (Zen 5, 32 trials, cold; llvm-znver5-cold-tuned-t32-fast.md).  Not measured in the
-# default flow, nor on CUDA.
+# stock+fast (Zen 5, 32 trials, cold; llvm-znver5-cold-tuned-t32-fast.md; timed twice more, 1.140x
+# and 1.068x, 1.134x and 1.104x over the best stock variant).  Not measured in the default flow, nor
+# on CUDA.
 FLOW_ONLY = {
     "erf_rational": (("llvm", "tuned"),),
     "fast_math": (("llvm", "tuned"),),
