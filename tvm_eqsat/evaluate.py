@@ -312,13 +312,13 @@ def run_with_tvm(graph: TensorGraph, nid: int, inputs: list) -> Any:
         params = [relax.Var(f"x{k}", _relax_type(t)) for k, t in enumerate(in_tys)]
         main = _compiled(rebuild_opaque(graph.opaques[node.attrs[0]], params), params)
     else:
+        key = (node.op, node.attrs, tuple(in_tys))
         try:
-            hash((node.attrs, tuple(in_tys)))
+            hash(key)
         except TypeError:  # an attribute we cannot key on: built for this call only
-            params = [relax.Var(f"x{k}", _relax_type(t)) for k, t in enumerate(in_tys)]
-            main = _compiled(ops.build_call(ops.BY_NAME[node.op], params, node.attrs), params)
+            main = _native_kernel.__wrapped__(*key)
         else:
-            main = _native_kernel(node.op, node.attrs, tuple(in_tys))
+            main = _native_kernel(*key)
 
     def arg(value, ty):
         if isinstance(ty, tuple):

@@ -21,7 +21,7 @@ import tvm
 from tvm import relax
 
 PREFIX = "eqsat_"
-_MADE: dict[tuple, tuple[tvm.ir.GlobalVar, tvm.tirx.PrimFunc, relax.TensorType]] = {}
+_MADE: dict[tuple, tuple[tvm.ir.GlobalVar, relax.TensorType]] = {}  # (name, type, attrs) -> its call's parts
 _BY_NAME: dict[str, tvm.tirx.PrimFunc] = {}
 
 
@@ -53,9 +53,9 @@ def call(name: str, x, *attrs) -> relax.Call:
         made = bb.get()
         made_call = made["main"].body.blocks[0].bindings[0].value
         gv = made_call.args[0]
-        _MADE[key] = (gv, made[gv], made_call.ty_args[0])
+        _MADE[key] = (gv, made_call.ty_args[0])
         _BY_NAME[gv.name_hint] = made[gv]
-    gv, _, out_ty = _MADE[key]
+    gv, out_ty = _MADE[key]
     return relax.call_tir(gv, relax.Tuple([x]), out_ty)
 
 
