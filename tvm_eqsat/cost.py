@@ -51,6 +51,12 @@ class Machine:
     batch_norm_ns: float = 0.0  # per element, an inference batch norm as TVM's tuned kernel runs it
     libm_ns: float = 0.0  # per element, ``ops.LIBM_OPS`` as TVM's tuned kernels run them: a libm call each
 
+    def libm_us(self, op: str, out_ty) -> float:
+        """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
+        if op in ops.LIBM_OPS and self.libm_ns and isinstance(out_ty, TensorTy):
+            return out_ty.numel * self.libm_ns / 1e3
+        return 0.0
+
     def us_per_byte(self, traffic: float) -> float:
         """Microseconds per byte for a kernel moving ``traffic`` bytes (the tier it fits)."""
         gbs = self.cache_gbs if traffic <= self.cache_bytes else self.bandwidth_gbs
@@ -307,17 +313,14 @@ class RooflineCostModel:
         if kind == ops.ELEMWISE:
             mem_us = traffic * m.us_per_byte(traffic)
             us = EPILOGUE_SHARE * max(mem_us, flops(op, attrs, in_tys, out_ty) / (m.peak_gflops * 1e3))
-            if op in ops.LIBM_OPS and m.libm_ns and isinstance(out_ty, TensorTy):
-                us = max(us, out_ty.numel * m.libm_ns / 1e3)  # its libm calls, wherever FuseOps puts it
-            return EPSILON_US + us
+            return EPSILON_US + max(us, m.libm_us(op, out_ty))  # its libm calls, wherever FuseOps puts it
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
         busy = float(m.busy_us(work, traffic))
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
                 busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
-        if op in ops.LIBM_OPS and m.libm_ns and isinstance(out_ty, TensorTy):  # softmax: an exp each
-            busy = max(busy, out_ty.numel * m.libm_ns / 1e3)
+        busy = max(busy, m.libm_us(op, out_ty))  # a softmax: an exp each
         if op == "BatchNorm" and m.batch_norm_ns and in_tys and isinstance(in_tys[0], TensorTy):
             busy = max(busy, in_tys[0].numel * m.batch_norm_ns / 1e3)
         return EPSILON_US + m.launch_us + busy
