@@ -7,7 +7,8 @@ rewritten twice:
 
 * ``pass``: ``tvm_eqsat.optimize`` as a user runs it, with the flow, extractor,
   search, rule set and target (generic x86-64, or AVX-512 from seed 512 on, in
-  alternate runs of 512 seeds) rotating over the cases (translation validation on: a rejected rewrite is
+  alternate runs of 512 seeds: Zen 5's roofline and the Xeon's learned model in turn)
+  rotating over the cases (translation validation on: a rejected rewrite is
   reported by the pass as an alarm, and counts as a finding here);
 * ``adversarial``: the e-graph grown with every family, then the graph that uses the
   most rule-made nodes extracted (no cost model would choose it; it exercises every
@@ -383,9 +384,9 @@ class Finding:
 def pass_options(k: int, cost_target: str = "llvm") -> dict:
     """The pass options for the ``k``-th batch: every flow x extractor x search in turn, with
     the default rules and with every family (the opt-in ones too) in alternate rounds, costed
-    for generic x86-64 code and, in alternate rounds of 32, for an AVX-512 CPU (whose tuned
-    roofline has another compute peak, so extraction chooses differently); every other AVX-512
-    round is costed by that CPU's learned model (``cost_model="xgb"``: the booster prices NCHW
+    for generic x86-64 code and, in alternate rounds of 32, for an AVX-512 CPU (Zen 5, whose
+    tuned roofline has other compute peaks and prices libm calls and strided convs, so
+    extraction chooses differently); every other AVX-512 round is costed by the Xeon's learned model (``cost_model="xgb"``: the booster prices NCHW
     and NHWC convs apart, where the roofline ties them, so extraction can mix layouts).
     ``cost_target="cuda"``: every batch costed for CUDA instead (its own default families, and
     in the default flow the model learned on the H100's dlight kernels), the rest rotating
@@ -393,11 +394,12 @@ def pass_options(k: int, cost_target: str = "llvm") -> dict:
     from tvm_eqsat.rules import load_library
 
     avx512 = (k // 32) % 2 == 1
+    learned = avx512 and (k // 64) % 2 == 1
     if cost_target not in COST_TARGETS:
         raise ValueError(f"cost_target={cost_target!r}: expected one of {COST_TARGETS}")
     return {
-        "target": CUDA if cost_target == "cuda" else AVX512 if avx512 else "llvm",
-        "cost_model": "xgb" if cost_target == "llvm" and avx512 and (k // 64) % 2 == 1 else "auto",
+        "target": CUDA if cost_target == "cuda" else (AVX512 if learned else AVX512_ROOFLINE) if avx512 else "llvm",
+        "cost_model": "xgb" if cost_target == "llvm" and learned else "auto",
         "flow": FLOWS[k % 2],
         "extractor": EXTRACTORS[(k // 2) % 4],
         "search": SEARCHES[(k // 8) % 2],
@@ -421,10 +423,12 @@ def _combined(progs: list[Program]):
     return mod
 
 
-# what the pass costs for (it never builds for it): an AVX-512 CPU whose learned model is shipped
-# (the roofline is the same for every 512-bit CPU, so the rounds costed by it did not change when
-# this went from skylake-avx512 to emeraldrapids)
+# what the pass costs for (it never builds for it): an AVX-512 CPU whose learned model is shipped,
+# for the rounds costed by a learned model; for the roofline's, the AVX-512 CPU whose tuned roofline
+# holds the most measured figures (libm calls, gathers, strided 1x1 convs: the last makes the pass
+# take subsample.egg's form, which the other CPUs' rooflines never do)
 AVX512 = {"kind": "llvm", "mcpu": "emeraldrapids"}
+AVX512_ROOFLINE = {"kind": "llvm", "mcpu": "znver5"}
 CUDA = {"kind": "cuda", "arch": "sm_90"}  # what the pass costs for with --cost-target cuda
 COST_TARGETS = ("llvm", "cuda")
 BUILD_TARGET = {"kind": "llvm", "opt-level": 0}  # LLVM's -O0: a quarter of the build time, same arithmetic

@@ -1343,3 +1343,29 @@ def test_a_softmax_is_priced_by_its_exps_and_topis_fast_one_by_its_traffic(mcpu,
     assert model.node_cost("FastSoftmax", (2,), (x,), x, False) < libm_us / 10
     for op in ("Exp", "Tanh", "Sigmoid"):
         assert model.node_cost(op, (), (x,), x, False) == pytest.approx(libm_us, rel=1e-3)
+
+
+@pytest.mark.parametrize("mcpu, share", [("generic", 1.0), ("znver5", 0.69)])
+def test_a_strided_1x1_conv_computes_at_its_measured_share_of_the_conv_rate(mcpu, share):
+    """A stride-2 1x1 NCHW conv costs its FLOPs at ``strided_1x1_share`` of the conv rate (its
+    vectors gather pixels two apart; measured on Zen 5, 1.0 where not measured): so on Zen 5 it
+    costs more than subsample.egg's form, the same conv at stride 1 on the subsampled input
+    (plus the slice kernels), and elsewhere less.  A 3x3 or a stride-1 conv is not affected."""
+    bits = 128 if mcpu == "generic" else 512
+    model = cost.RooflineCostModel("llvm", "tuned", bits, mcpu)
+    x, half = TensorTy((1, 256, 56, 56), F32), TensorTy((1, 256, 28, 28), F32)
+    w, y = TensorTy((512, 256, 1, 1), F32), TensorTy((1, 512, 28, 28), F32)
+    attrs = ((2, 2), (0, 0, 0, 0), (1, 1), 1, "NCHW", "OIHW", "NCHW", "")
+    at_one = ((1, 1), *attrs[1:])
+    strided = model.node_cost("Conv2d", attrs, (x, w), y, False)
+    compact = model.node_cost("Conv2d", at_one, (half, w), y, False)
+    rows = TensorTy((1, 256, 28, 56), F32)
+    slices = model.node_cost("StridedSlice", ((2,), (0,), (56,), (2,), 1), (x,), rows, False)
+    slices += model.node_cost("StridedSlice", ((3,), (0,), (56,), (2,), 1), (rows,), half, False)
+    work = 2 * 256 * 512 * 28 * 28 / 1e3  # MFLOP x 1e3 = kFLOP: us at GFLOP/s
+    conv_rate = cost._tuned_llvm_machines(bits, mcpu)["conv"].peak_gflops
+    assert strided - compact == pytest.approx(work / conv_rate * (1 / share - 1), rel=0.05, abs=1.0)
+    assert (strided > compact + slices) == (share < 1.0)
+    three = TensorTy((512, 256, 3, 3), F32)
+    assert cost.strided_1x1("Conv2d", attrs, (x, w)) and not cost.strided_1x1("Conv2d", at_one, (x, w))
+    assert not cost.strided_1x1("Conv2d", attrs, (x, three))

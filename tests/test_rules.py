@@ -706,6 +706,22 @@ def conv2d_1x1_nchw_matmul(seed, positive):
     return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w)))), ["conv2d-1x1-nchw-matmul"]
 
 
+def conv2d_1x1_strided_subsample(seed, positive):
+    """Stride (2, 2) over even sides at batch 1 and (2, 3) over odd ones at batch 2 with
+    dilation 2 and two groups (the slices' lengths are ceil(H / s)); negative: padding 1."""
+    rng = _rng(seed)
+    n, stride, groups, dil = (1, (2, 2), 1, 1) if seed % 2 == 0 else (2, (2, 3), 2, 2)
+    size = (6, 8) if seed % 2 == 0 else (7, 11)
+    c, o = 2 * int(rng.integers(1, 3)), 2 * int(rng.integers(1, 3))
+    x, w = tensor("x", (n, c, *size)), const((o, c // groups, 1, 1), seed=seed)
+    pad = 0 if positive else 1
+
+    def body(bb, x):
+        return R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil, groups=groups)))
+
+    return module([x], body), ["conv2d-1x1-strided-subsample"]
+
+
 def conv2d_patchify_matmul(seed, positive):
     """A (p, q) kernel at stride (p, q) over a multiple of it (square and not);
     negative: a stride smaller than the kernel (overlapping patches)."""
@@ -903,6 +919,7 @@ BUILDERS = {
     "conv2d-1x1-nhwc-matmul": conv2d_1x1_nhwc_matmul,
     "conv2d-1x1-nchw-matmul": conv2d_1x1_nchw_matmul,
     "conv2d-patchify-matmul": conv2d_patchify_matmul,
+    "conv2d-1x1-strided-subsample": conv2d_1x1_strided_subsample,
     "conv2d-winograd-f2": conv2d_winograd_f2,
     "conv2d-winograd-f2-even": conv2d_winograd_f2_even,
     "conv2d-winograd-f2-cl": conv2d_winograd_f2_cl,
@@ -1298,3 +1315,28 @@ def test_erf_rational_writes_the_fit_scripts_coefficients_and_error():
     far = fit_erf.evaluate(np.array([-1e4, 1e4], np.float32), written[6::-1], written[:6:-1], np.float32)
     assert far.tolist() == [-1.0, 1.0]
     assert fit_erf.gelu_error(written[6::-1], written[:6:-1]) < 1.5e-6
+
+
+def test_the_pass_subsamples_a_strided_1x1_conv_where_its_strided_rate_was_measured():
+    """A stride-2 1x1 shortcut conv (ResNet-50's 256 -> 512 at 28x28, half size here): on Zen 5,
+    whose strided rate was measured (``cost.Machine.strided_1x1_share``), the pass subsamples
+    the input and runs the conv at stride 1; TVM fuses the two slices into one copy kernel and
+    the values are the strided conv's; on generic x86-64, not measured, the conv stays."""
+    import tvm
+
+    from tvm_eqsat import tune
+
+    x, w = tensor("x", (1, 256, 28, 28)), const((512, 256, 1, 1), seed=2)
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=2))))
+    zen5 = tvm.target.Target({"kind": "llvm", "mcpu": "znver5"})
+    new, report = tvm_eqsat.optimize(mod, zen5, flow="tuned")
+    fn = report.functions["main"]
+    assert fn.rules_applied.get("conv2d-1x1-strided-subsample") and fn.changed, fn.rules_applied
+    assert "1 strided 1x1 conv run at stride 1 on a subsampled input" in fn.changes, fn.changes
+    ops = relax_ops(new)
+    assert ops["relax.strided_slice"] == 2 and ops["relax.nn.conv2d"] == 1, ops
+    kernels = [gv.name_hint for gv in tune.fuse_for_tuning(new, zen5).get_global_vars()]
+    assert sorted(k for k in kernels if k != "main") == ["fused_conv2d_relu", "fused_strided_slice_strided_slice1"]
+    assert_close(mod, new, rtol=1e-5)
+    generic, _ = tvm_eqsat.optimize(mod, tvm.target.Target("llvm"), flow="tuned")
+    assert "relax.strided_slice" not in relax_ops(generic)

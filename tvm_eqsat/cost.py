@@ -50,6 +50,7 @@ class Machine:
     gather_ns: float = 0.0  # per element, a transpose that moves the innermost axis (``gathers``)
     batch_norm_ns: float = 0.0  # per element, an inference batch norm as TVM's tuned kernel runs it
     libm_ns: float = 0.0  # per element, ``ops.LIBM_OPS`` as TVM's tuned kernels run them: a libm call each
+    strided_1x1_share: float = 1.0  # of its class's compute rate, a strided NCHW 1x1 conv (``strided_1x1``)
 
     def libm_us(self, op: str, out_ty) -> float:
         """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
@@ -184,6 +185,14 @@ MACHINES = {  # (target kind, build flow) -> machine
 # ran 1.9 ns per element in the model on Zen 5, near erf's rate, so one rate prices every op of
 # ``ops.LIBM_OPS``; TOPI's fast softmax (fast_math.egg) costs its traffic, though in the same
 # model it ran 0.83-0.94 ns per element (its reductions): the choice holds, the prediction runs high.
+#
+# Strided 1x1 convs.  An NCHW conv's vectors run along the image rows, so at stride 2 each
+# gathers pixels two apart.  The stride-2 1x1 shortcut convs of ResNet-50 and ResNeXt-50 (256,
+# 512 and 1024 channels in, at 56x56, 28x28 and 14x14), tuned cold at 32 trials on Zen 5 with two
+# seeds each, computed at 0.74, 0.59 and 0.74 of the rate of the same conv at stride 1 on the
+# subsampled input (geometric means over the seeds of interleaved medians, the slice's kernel
+# taken off; benchmarks/results/strided-1x1-llvm-znver5-cold-t32.md): ``strided_1x1_share`` is
+# their geometric mean, 0.69, which prices subsample.egg's form.  Not measured elsewhere: 1.0 there.
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
@@ -195,7 +204,14 @@ _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: 
     "znver5": (
         512,
         {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
-        {"bandwidth_gbs": 73.1, "cache_gbs": 97.3, "gather_ns": 0.27, "batch_norm_ns": 0.87, "libm_ns": 2.7},
+        {
+            "bandwidth_gbs": 73.1,
+            "cache_gbs": 97.3,
+            "gather_ns": 0.27,
+            "batch_norm_ns": 0.87,
+            "libm_ns": 2.7,
+            "strided_1x1_share": 0.69,
+        },
     ),
 }
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
@@ -245,6 +261,16 @@ def gathers(perm: Sequence[int], in_shape: Sequence[int]) -> bool:
     inner = [a for a in range(len(in_shape)) if in_shape[a] > 1]
     moved = [a for a in perm if in_shape[a] > 1]
     return bool(inner) and moved[-1] != inner[-1]
+
+
+def strided_1x1(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
+    """Whether a node is an NCHW conv with a 1x1 kernel at a stride above 1, whose vectors,
+    which run along the image rows, each gather pixels a stride apart (subsample.egg)."""
+    if op != "Conv2d" or len(in_tys) < 2 or not isinstance(in_tys[1], TensorTy):
+        return False
+    strides, data_layout, kernel_layout = attrs[0], attrs[4], attrs[5]
+    kernel = in_tys[1].shape
+    return data_layout == "NCHW" and kernel_layout == "OIHW" and kernel[2:] == (1, 1) and max(strides) > 1
 
 
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
@@ -316,6 +342,8 @@ class RooflineCostModel:
             return EPSILON_US + max(us, m.libm_us(op, out_ty))  # its libm calls, wherever FuseOps puts it
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
+        if m.strided_1x1_share < 1.0 and strided_1x1(op, attrs, in_tys):
+            work /= m.strided_1x1_share
         busy = float(m.busy_us(work, traffic))
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .cost import strided_1x1
 from .fusion import fused_slices
 from .graph import TensorGraph
 from .ops import ERF_OPS
@@ -34,6 +35,7 @@ NAMES = {
     "pool NCHW": ("NCHW pool", "NCHW pools"),
     "erf call": ("GELU or erf", "GELUs or erfs"),
     "softmax": ("softmax", "softmaxes"),
+    "strided 1x1": ("strided 1x1 conv", "strided 1x1 convs"),
 }
 
 
@@ -57,6 +59,8 @@ def census(graph: TensorGraph) -> Counter:
             continue
         if node.op == "Conv2d":
             counts[f"conv2d {node.attrs[4]}"] += 1
+            if strided_1x1(node.op, node.attrs, [graph.nodes[i].ty for i in node.inputs]):
+                counts["strided 1x1"] += 1  # subsample.egg reads a subsample at stride 1 instead
         elif node.op in ("MaxPool2d", "AvgPool2d"):
             counts[f"pool {node.attrs[6]}"] += 1
         elif node.op == "BatchNorm":
@@ -166,4 +170,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
     d = before["softmax"] - after["softmax"]
     if d > 0:
         out.append(f"{_n(d, 'softmax')} computed with TOPI's fast exp, no libm call")
+    d = before["strided 1x1"] - after["strided 1x1"]
+    if d > 0:
+        out.append(f"{_n(d, 'strided 1x1')} run at stride 1 on a subsampled input")
     return out
