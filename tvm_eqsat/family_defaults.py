@@ -71,9 +71,10 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # stride-2 shortcut convs of ResNet-50 and ResNeXt-50 alone, 1.28x, 1.62x and 1.34x as fast this way
 # (Zen 5, 32 trials, cold, two seeds each, every subsample build faster than every direct one;
 # strided-1x1-llvm-znver5-cold-t32.md), and the roofline takes it only where a CPU's strided rate
-# was measured (``Machine.strided_1x1_share``).  End to end, full ResNet-50 1.015x and ResNeXt-50
-# 0.988x of the pass without it, inside their spreads (the benchmark's database: 0.7 ms saved by
-# its records; family-subsample-llvm-znver5-cold-tuned-t32.json).  Not measured in the default
+# was measured (``Machine.strided_1x1_share``).  End to end, full ResNet-50 1.015x and 1.047x and
+# ResNeXt-50 0.988x and 0.992x of the pass without it (two runs), inside their spreads (the
+# benchmark's database: 0.7 ms saved by its records in both models, whose shortcut convs are the
+# same kernels; family-subsample-llvm-znver5-cold-tuned-t32.json).  Not measured in the default
 # flow, nor on CUDA.
 FLOW_ONLY = {
     "erf_rational": (("llvm", "tuned"),),
