@@ -1,4 +1,4 @@
-"""scripts/bench_strided.py: a strided 1x1 conv, direct and subsampled first."""
+"""scripts/bench_strided.py: strided convs, direct and in a rule's stride-1 form."""
 
 from __future__ import annotations
 
@@ -11,41 +11,60 @@ from tvm import relax
 pytest.importorskip("torch")  # the script imports the benchmark, which imports the model zoo
 
 
-def test_the_subsample_form_is_the_strided_conv_and_the_page_names_each_seed():
-    """The layer's forced subsample form holds two slices and a stride-1 conv and computes the
-    strided conv's values (bit-equal here: the same products in the same order); the page
-    lists each seed's time of each form."""
+def _run(mod, x):
+    ex = tvm.compile(mod, "llvm")
+    return relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def test_each_studys_form_is_the_strided_conv_at_stride_1():
+    """The subsample form holds two slices and a stride-1 conv and computes the strided conv's
+    values bit for bit (the same products in the same order); the space-to-depth form of a 7x7
+    stem holds a stride-1 4x4 conv over 4x the channels, 64/49 of the FLOPs, within rounding."""
     script = load_script("bench_strided")
     mod, x = script.strided_layer(8, 10, 16)
-    sub = script.subsample_form(mod)
+    sub = script.rewritten(mod, script.STUDIES["subsample"])
     text = sub.script()
     assert text.count("R.strided_slice") == 2 and "strides=[2, 2]" in mod.script() and "strides=[2, 2]" not in text
-    outs = []
-    for m in (mod, sub):
-        ex = tvm.compile(m, "llvm")
-        outs.append(relax.VirtualMachine(ex, tvm.cpu())["main"](tvm.runtime.tensor(x)).numpy())
-    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(_run(mod, x), _run(sub, x))
+    assert script.conv_gflop(sub) == pytest.approx(script.conv_gflop(mod))
+
+    stem, x = script.strided_layer(3, 20, 8, kernel=7, pad=3)
+    s2d = script.rewritten(stem, script.STUDIES["space_to_depth"])
+    assert "strides=[2, 2]" not in s2d.script() and "R.nn.relu" in s2d.script()
+    np.testing.assert_allclose(_run(s2d, x), _run(stem, x), rtol=1e-5, atol=1e-5)
+    assert script.conv_gflop(s2d) / script.conv_gflop(stem) == pytest.approx(64 / 49)
+
+
+def test_the_page_names_each_seed_and_the_share_the_roofline_keeps():
+    """The page lists each seed's time of each form, and the geometric mean of the shares of the
+    layers the figure prices (not the 3x3 one's), the figure ``--calibrate`` writes."""
+    script = load_script("bench_strided")
     row = {
         "layer": "l",
-        "shape": [1, 8, 10, 10, 16],
-        "ms": {"direct": [1.5, 1.25], "subsample": [1.0, 1.125]},
+        "shape": [1, 3, 10, 10, 16, 7, 3],
+        "ms": {"direct": [1.5, 1.25], "s2d": [1.0, 1.125]},
         "speedup": 1.3,
-        "strided_share": 0.7,
-        "max_abs_diff": 0.0,
-        "pass_subsamples": True,
+        "flop_ratio": 1.31,
+        "strided_share": 0.64,
+        "priced": True,
+        "max_rel_diff": 3e-7,
+        "pass_rewrites": True,
         "predicted_speedup": 1.2,
     }
-    page = script.markdown(
-        {
-            "mcpu": "znver5",
-            "trials": 32,
-            "cold_cache": True,
-            "machine": {"machine": "m", "cpus": 2},
-            "date": "d",
-            "command": "c",
-            "seeds": [0, 1],
-            "repeat": 15,
-            "rows": [row],
-        }
-    )
-    assert "| l | 8, 10x10, 16 | 1.500 / 1.250 | 1.000 / 1.125 | 1.30x | 0.70 | 0.0e+00 | yes (1.20x) |" in page
+    data = {
+        "study": "space_to_depth",
+        "mcpu": "znver3",
+        "trials": 32,
+        "cold_cache": True,
+        "machine": {"machine": "m", "cpus": 2},
+        "date": "d",
+        "command": "c",
+        "seeds": [0, 1],
+        "repeat": 15,
+        "rows": [row, {**row, "strided_share": 0.81}, {**row, "strided_share": 2.0, "priced": False}],
+    }
+    page = script.markdown(data)
+    line = "| l | 3, 10x10, 16, 7x7, 3 | 1.500 / 1.250 | 1.000 / 1.125 | 1.30x | 1.31x | 0.64 | yes | 3.0e-07 | yes (1.20x) |"
+    assert line in page
+    assert script.mean_share(data["rows"]) == 0.72 and "**0.72**" in page
+    assert script.mean_share(data["rows"][2:]) is None

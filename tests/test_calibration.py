@@ -28,16 +28,39 @@ def _results(cpu: str) -> tuple[dict, dict]:
     return tuple(json.loads((RESULTS / f"{kind}-llvm-{cpu}.json").read_text()) for kind in ("peak", "bandwidth"))
 
 
+def _bench_strided():
+    from helpers import load_script
+
+    return load_script("bench_strided")
+
+
+def _strided_studies() -> list[dict]:
+    return [{"study": k, "figure": v.figure} for k, v in _bench_strided().STUDIES.items()]
+
+
 def test_shipped_calibrations_are_what_their_measurements_derive():
     """Every file of cost_models/machines/ is ``derive`` of the results it names (rerun
-    ``scripts/calibrate_cpu.py --from-results`` after measuring again)."""
+    ``scripts/calibrate_cpu.py --from-results`` after measuring again), and each figure
+    measured apart is the share of the ``bench_strided.py`` results it names."""
     files = sorted((ROOT / "cost_models" / "machines").glob("*.json"))
     assert files, "no shipped calibration"
     for path in files:
         doc = json.loads(path.read_text())
-        peak, bandwidth = (json.loads((ROOT / s).read_text()) for s in doc["sources"])
+        peak, bandwidth = (json.loads((ROOT / s).read_text()) for s in doc["sources"][:2])
         derived = calibration.derive(peak, bandwidth)
-        assert {k: doc[k] for k in derived} == derived, path.name
+        assert {k: doc[k] for k in ("mcpu", "vector_bits", "peak_gflops")} == {
+            k: derived[k] for k in ("mcpu", "vector_bits", "peak_gflops")
+        }, path.name
+        assert {k: doc["memory"][k] for k in derived["memory"]} == derived["memory"], path.name
+        # the figures measured apart: each the mean share of the bench_strided.py results it names
+        figures = {s["study"]: s["figure"] for s in _strided_studies()}
+        for source in doc["sources"][2:]:
+            results = json.loads((ROOT / source).read_text())
+            figure = figures[results["study"]]
+            assert doc["memory"][figure] == _bench_strided().mean_share(results["rows"]), (path.name, figure)
+        assert set(doc["memory"]) - set(derived["memory"]) == {
+            figures[json.loads((ROOT / s).read_text())["study"]] for s in doc["sources"][2:]
+        }
         assert doc["vector_bits"] == cost.cpu_vector_bits(doc["mcpu"])
 
 
@@ -103,6 +126,26 @@ def test_every_shipped_cost_model_folder_is_installed():
         if (d / "model.json").is_file() or d.name == "machines"
     }
     assert folders <= listed, folders - listed
+
+
+def test_a_figure_measured_apart_is_recorded_and_survives_a_new_calibration(tmp_path):
+    """``set_figure`` adds a strided share with its source and date, refuses an unknown figure or
+    a CPU not calibrated, and ``kept_figures`` carries it into a calibration derived again."""
+    derived = calibration.derive(*_results("znver3"))
+    derived["sources"] = ["peak.json", "bandwidth.json"]
+    path = tmp_path / "znver3.json"
+    with pytest.raises(FileNotFoundError):
+        calibration.set_figure(path, "strided_share", 0.6, "s2d.json", "d")
+    path.write_text(json.dumps(derived))
+    with pytest.raises(ValueError):
+        calibration.set_figure(path, "strided_rate", 0.6, "s2d.json", "d")
+    doc = calibration.set_figure(path, "strided_share", 0.6, "s2d.json", "d")
+    assert doc["memory"]["strided_share"] == 0.6 and doc["measured"]["strided_share"] == "d"
+    assert doc["sources"] == ["peak.json", "bandwidth.json", "s2d.json"]
+    again = calibration.kept_figures(doc, {**derived, "memory": {**derived["memory"], "cache_gbs": 1.0}})
+    assert again["memory"] == {**derived["memory"], "cache_gbs": 1.0, "strided_share": 0.6}
+    assert again["sources"] == doc["sources"] and again["measured"]["strided_share"] == "d"
+    assert calibration.kept_figures(derived, derived) == derived
 
 
 def test_calibrate_cpu_script_writes_what_derive_says(tmp_path, capsys):

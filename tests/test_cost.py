@@ -1345,6 +1345,35 @@ def test_a_softmax_is_priced_by_its_exps_and_topis_fast_one_by_its_traffic(mcpu,
         assert model.node_cost(op, (), (x,), x, False) == pytest.approx(libm_us, rel=1e-3)
 
 
+@pytest.mark.parametrize("share", [1.0, 0.6])
+def test_a_strided_7x7_stem_computes_at_its_measured_share_of_the_conv_rate(monkeypatch, share):
+    """A stride-2 7x7 NCHW conv (ResNet-50's stem) costs its FLOPs at ``strided_share`` of the
+    conv rate, where a CPU's calibration measured it (an AVX2 CPU's file here; 1.0, no
+    penalty, where not measured); a 3x3 stride-2 conv and the stride-1 conv of
+    space_to_depth.egg's form are priced at the conv rate either way.  So with the share
+    measured below 49/64 the stem's form over the input's phases (64/49 the FLOPs) is cheaper."""
+    calibrated = {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, {"bandwidth_gbs": 16.0})}
+    if share < 1.0:
+        calibrated["znver3"][2]["strided_share"] = share
+    monkeypatch.setattr(cost, "measured_cpus", lambda: calibrated)
+    model = cost.RooflineCostModel("llvm", "tuned", 256, "znver3")
+    x, w = TensorTy((1, 3, 224, 224), F32), TensorTy((64, 3, 7, 7), F32)
+    y = TensorTy((1, 64, 112, 112), F32)
+    attrs = ((2, 2), (3, 3, 3, 3), (1, 1), 1, "NCHW", "OIHW", "NCHW", "")
+    strided = model.node_cost("Conv2d", attrs, (x, w), y, False)
+    phases, w4 = TensorTy((1, 12, 115, 115), F32), TensorTy((64, 12, 4, 4), F32)
+    at_one = ((1, 1), (0, 0, 0, 0), *attrs[2:])
+    compact = model.node_cost("Conv2d", at_one, (phases, w4), y, False)
+    work = 2 * 64 * 3 * 49 * 112 * 112 / 1e3  # kFLOP: us at GFLOP/s
+    assert strided - (compact - work * (64 / 49 - 1) / 40.0) == pytest.approx(
+        work / 40.0 * (1 / share - 1), rel=0.05, abs=1.0
+    )
+    assert (strided > compact) == (share < 49 / 64)
+    three = TensorTy((64, 3, 3, 3), F32)
+    assert cost.strided_wide("Conv2d", attrs, (x, w)) and not cost.strided_wide("Conv2d", attrs, (x, three))
+    assert not cost.strided_wide("Conv2d", at_one, (phases, w4)) and not cost.strided_1x1("Conv2d", attrs, (x, w))
+
+
 @pytest.mark.parametrize("mcpu, share", [("generic", 1.0), ("znver5", 0.69)])
 def test_a_strided_1x1_conv_computes_at_its_measured_share_of_the_conv_rate(mcpu, share):
     """A stride-2 1x1 NCHW conv costs its FLOPs at ``strided_1x1_share`` of the conv rate (its

@@ -21,7 +21,9 @@ log = logging.getLogger("tvm_eqsat")
 
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 # the figures besides the compute peaks a calibration may set (``cost.Machine``'s fields)
-MEMORY_KEYS = frozenset({"bandwidth_gbs", "cache_gbs", "gather_ns", "batch_norm_ns", "libm_ns", "strided_1x1_share"})
+MEMORY_KEYS = frozenset(
+    {"bandwidth_gbs", "cache_gbs", "gather_ns", "batch_norm_ns", "libm_ns", "strided_1x1_share", "strided_share"}
+)
 CACHE_BYTES = 16 << 20  # the tuned llvm machines' cache tier: a kernel whose traffic fits streams at cache_gbs
 MIN_GEMV_BYTES = 512 << 10  # smaller GEMVs measure the call, not the memory
 
@@ -68,6 +70,39 @@ def derive(peak: dict, bandwidth: dict) -> dict:
             "cache_gbs": round(float(np.median(cached)), 1),
         },
         "measured": {"peak": peak.get("date"), "bandwidth": bandwidth.get("date")},
+    }
+
+
+def set_figure(path: Path, key: str, value: float, source: str, date: str) -> dict:
+    """Record one figure measured apart from the peaks and the memory tiers (a strided conv's
+    share of the conv rate, ``scripts/bench_strided.py``) in a CPU's calibration file, with the
+    results it came from; ``calibrate_cpu.py`` keeps such figures when it measures again."""
+    if key not in MEMORY_KEYS:
+        raise ValueError(f"{key} is not a figure of cost.Machine: {sorted(MEMORY_KEYS)}")
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: calibrate this CPU first (scripts/calibrate_cpu.py)")
+    doc = json.loads(Path(path).read_text())
+    doc["memory"][key] = value
+    doc.setdefault("measured", {})[key] = date
+    doc["sources"] = [s for s in doc.get("sources", []) if s != source] + [source]  # the peaks' and memory's first
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    load.cache_clear()
+    return doc
+
+
+def kept_figures(old: dict, new: dict) -> dict:
+    """``new`` (a calibration just derived) with the figures of ``old`` (the CPU's file before)
+    that the peaks and memory tiers do not give: ``set_figure``'s, with their dates and sources."""
+    extra = {k: v for k, v in old.get("memory", {}).items() if k not in new["memory"]}
+    if not extra:
+        return new
+    sources = [s for s in old.get("sources", []) if s not in new.get("sources", [])]
+    measured = {k: v for k, v in old.get("measured", {}).items() if k in extra}
+    return {
+        **new,
+        "memory": {**new["memory"], **extra},
+        "measured": {**new.get("measured", {}), **measured},
+        "sources": list(new.get("sources", [])) + sources,
     }
 
 

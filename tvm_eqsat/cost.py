@@ -51,6 +51,7 @@ class Machine:
     batch_norm_ns: float = 0.0  # per element, an inference batch norm as TVM's tuned kernel runs it
     libm_ns: float = 0.0  # per element, ``ops.LIBM_OPS`` as TVM's tuned kernels run them: a libm call each
     strided_1x1_share: float = 1.0  # of its class's compute rate, a strided NCHW 1x1 conv (``strided_1x1``)
+    strided_share: float = 1.0  # the same, a strided NCHW conv with a 5x5 or wider kernel (``strided_wide``)
 
     def libm_us(self, op: str, out_ty) -> float:
         """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
@@ -193,6 +194,15 @@ MACHINES = {  # (target kind, build flow) -> machine
 # subsampled input (geometric means over the seeds of interleaved medians, the slice's kernel
 # taken off; benchmarks/results/strided-1x1-llvm-znver5-cold-t32.md): ``strided_1x1_share`` is
 # their geometric mean, 0.69, which prices subsample.egg's form.  Not measured elsewhere: 1.0 there.
+# Wider strided kernels gather alike.  On Zen 3, tuned cold at 32 trials with two seeds each, the
+# stride-2 convs of ResNet-50's 7x7 stem, Inception-v3's 3x3 stem and a 3x3 conv of 128 channels
+# computed at 0.58, 0.63 and 0.59 of the FLOP rate of the stride-1 conv over their inputs' 2x2
+# phases (space_to_depth.egg; benchmarks/results/strided-s2d-llvm-znver3-cold-t32.md).
+# ``strided_share`` is the 7x7 stem's, the one kernel size whose form paid (1.21x): a conv of a
+# 5x5 or wider kernel (``strided_wide``) is priced at it, where a CPU's calibration file holds it
+# (``scripts/bench_strided.py --study space_to_depth --calibrate``), 1.0 elsewhere.  3x3 convs
+# keep the conv rate: their form costs 1.78x the multiplications, more than the gathers cost,
+# and the roofline would otherwise price every strided 3x3 conv of every model off one layer.
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
@@ -273,6 +283,17 @@ def strided_1x1(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
     return data_layout == "NCHW" and kernel_layout == "OIHW" and kernel[2:] == (1, 1) and max(strides) > 1
 
 
+def strided_wide(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
+    """Whether a node is an NCHW conv with a kernel of 5 or more on each side at a stride above
+    1 (a stem's 7x7), whose vectors gather pixels a stride apart too (space_to_depth.egg; the
+    kernels ``Machine.strided_share`` was measured on: a 3x3 one's was not)."""
+    if op != "Conv2d" or len(in_tys) < 2 or not isinstance(in_tys[1], TensorTy):
+        return False
+    strides, data_layout, kernel_layout = attrs[0], attrs[4], attrs[5]
+    kernel = in_tys[1].shape
+    return data_layout == "NCHW" and kernel_layout == "OIHW" and min(kernel[2:]) >= 5 and max(strides) > 1
+
+
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
     """Which measured kind of compute kernel a node is (``_tuned_llvm_machines``), None for the rest."""
     if op == "Matmul":
@@ -344,6 +365,8 @@ class RooflineCostModel:
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
         if m.strided_1x1_share < 1.0 and strided_1x1(op, attrs, in_tys):
             work /= m.strided_1x1_share
+        elif m.strided_share < 1.0 and strided_wide(op, attrs, in_tys):
+            work /= m.strided_share
         busy = float(m.busy_us(work, traffic))
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):

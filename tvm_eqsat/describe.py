@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .cost import strided_1x1
+from .cost import strided_1x1, strided_wide
 from .fusion import fused_slices
 from .graph import TensorGraph
 from .ops import ERF_OPS
@@ -36,6 +36,7 @@ NAMES = {
     "erf call": ("GELU or erf", "GELUs or erfs"),
     "softmax": ("softmax", "softmaxes"),
     "strided 1x1": ("strided 1x1 conv", "strided 1x1 convs"),
+    "strided wide": ("wide strided conv", "wide strided convs"),
 }
 
 
@@ -61,6 +62,8 @@ def census(graph: TensorGraph) -> Counter:
             counts[f"conv2d {node.attrs[4]}"] += 1
             if strided_1x1(node.op, node.attrs, [graph.nodes[i].ty for i in node.inputs]):
                 counts["strided 1x1"] += 1  # subsample.egg reads a subsample at stride 1 instead
+            elif strided_wide(node.op, node.attrs, [graph.nodes[i].ty for i in node.inputs]):
+                counts["strided wide"] += 1  # space_to_depth.egg: a stride-1 conv over the input's phases
         elif node.op in ("MaxPool2d", "AvgPool2d"):
             counts[f"pool {node.attrs[6]}"] += 1
         elif node.op == "BatchNorm":
@@ -173,4 +176,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
     d = before["strided 1x1"] - after["strided 1x1"]
     if d > 0:
         out.append(f"{_n(d, 'strided 1x1')} run at stride 1 on a subsampled input")
+    d = before["strided wide"] - after["strided wide"]
+    if d > 0:
+        out.append(f"{_n(d, 'strided wide')} run at stride 1 on the input's 2x2 phases as channels (space to depth)")
     return out
