@@ -36,6 +36,7 @@ import os
 import shlex
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +46,7 @@ from tvm import relax
 import tvm_eqsat
 from tvm_eqsat import calibration, provenance, timing, tune
 from tvm_eqsat.cost import strided_1x1, strided_wide
-from tvm_eqsat.forms import rewritten_form
+from tvm_eqsat.forms import Avoid, rewritten_form
 from tvm_eqsat.paths import data_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,13 +61,14 @@ class Study:
 
     rule: str
     form: str  # the rewritten form's name in the rows
-    avoid: object  # the e-nodes rewritten_form must not keep (the strided conv)
+    avoid: Avoid  # the e-nodes rewritten_form must not keep (the strided conv)
     change: str  # what the pass's report says when it made the rewrite
     file: str  # the results' file name, before the target's
     figure: str  # the cost.Machine field the priced layers' geometric-mean share sets
-    priced: object  # kernel side -> whether the figure prices such a conv (cost.strided_1x1, strided_wide)
+    # kernel side -> whether the figure prices such a conv (as cost.strided_1x1, strided_wide do)
+    priced: Callable[[int], bool]
     # (name, channels in, input side, channels out, kernel side, padding) at stride 2
-    layers: tuple
+    layers: tuple[tuple[str, int, int, int, int, int], ...]
 
 
 STUDIES = {

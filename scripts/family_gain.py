@@ -10,6 +10,7 @@ pass outputs with MetaSchedule instead (``--trials`` per kernel, ``--cold-cache`
 ``benchmark.py``, one database per target in ``--work-dir``, so a rerun tunes only what is
 new), for this machine's CPU (``--mcpu``), and leaves stock out (its tuning would not tell
 what the family adds); its rows go to ``family-<family>-<llvm-cpu[-cold]>-tuned-t<trials>.json``.
+``--kernels N`` adds the kernels that tell the builds apart (``differing_kernels``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ def main() -> None:
         default=None,
         help="tuned flow: MetaSchedule database (default ~/.cache/tvm_eqsat/family-<target>)",
     )
+    ap.add_argument(
+        "--kernels",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also record the N kernels whose instrumented times differ most between the builds, "
+        "and every kernel only one build has (timing.kernel_times)",
+    )
     args = ap.parse_args()
     if args.cold_cache and args.flow != "tuned":
         ap.error("--cold-cache is for the tuned flow")
@@ -75,11 +84,11 @@ def main() -> None:
         }
         print(label, row["passes"][label], file=sys.stderr, flush=True)
         mods[label] = new
-    dev, samplers, outs = tvm.cpu(), {}, {}
+    dev, samplers, outs, exes = tvm.cpu(), {}, {}, {}
     for label, mod in mods.items():
         t = time.perf_counter()
         db = tune.tune(mod, target, work_dir, args.trials, progress=True, cold_cache=args.cold_cache) if tuned else None
-        ex = tune.build(mod, target, db)
+        ex = exes[label] = tune.build(mod, target, db)
         row.setdefault("tune_and_build_s", {})[label] = round(time.perf_counter() - t, 1)
         vm, vm_args, samplers[label], _ = timing.tvm_sampler(ex, dev, model.inputs, args.min_ms, cold=args.cold_cache)
         out = vm["main"](*vm_args)
@@ -91,6 +100,10 @@ def main() -> None:
     row["ms"] = {k: float(np.median(v)) for k, v in times.items()}
     row["p10_p90_ms"] = {k: [float(np.percentile(v, 10)), float(np.percentile(v, 90))] for k, v in times.items()}
     row[f"speedup_vs_{ref_label}"] = {k: row["ms"][ref_label] / v for k, v in row["ms"].items()}
+    if args.kernels:
+        row["kernel_us"] = differing_kernels(
+            timing.kernel_times(exes, dev, model.inputs, cold=args.cold_cache), args.kernels
+        )
     row["machine"] = provenance.machine()
     row["command"] = "python " + " ".join(sys.argv)
     print(json.dumps(row, indent=1))
@@ -98,6 +111,18 @@ def main() -> None:
     path = ROOT / "benchmarks" / "results" / f"{stem}.json"
     rows = json.loads(path.read_text()) if path.exists() else []
     path.write_text(json.dumps([*rows, row], indent=1) + "\n")
+
+
+def differing_kernels(times: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, float]]:
+    """Of two builds' per-kernel microseconds, the ``n`` kernels whose times differ most and
+    every kernel only one of them calls (0 for the other): where a family's gain or loss is.
+    Names are TVM's numbering, so a name both builds call is most often, not always, one kernel."""
+    (a, ta), (b, tb) = times.items()
+    names = set(ta) | set(tb)
+    only = {k for k in names if (k in ta) != (k in tb)}
+    top = sorted(names - only, key=lambda k: -abs(ta[k] - tb[k]))[:n]
+    keep = sorted(only) + top
+    return {a: {k: round(ta.get(k, 0.0), 1) for k in keep}, b: {k: round(tb.get(k, 0.0), 1) for k in keep}}
 
 
 if __name__ == "__main__":

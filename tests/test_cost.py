@@ -1372,13 +1372,15 @@ def test_a_strided_7x7_stem_computes_at_its_measured_share_of_the_conv_rate(monk
     three = TensorTy((64, 3, 3, 3), F32)
     assert cost.strided_wide("Conv2d", attrs, (x, w)) and not cost.strided_wide("Conv2d", attrs, (x, three))
     assert not cost.strided_wide("Conv2d", at_one, (phases, w4)) and not cost.strided_1x1("Conv2d", attrs, (x, w))
+    depthwise = (*attrs[:3], 3, *attrs[4:])  # the share was measured on dense convs only
+    assert not cost.strided_wide("Conv2d", depthwise, (x, TensorTy((3, 1, 7, 7), F32)))
 
 
-@pytest.mark.parametrize("mcpu, share", [("generic", 1.0), ("znver5", 0.69)])
+@pytest.mark.parametrize("mcpu, share", [("generic", 1.0), ("znver5", 0.69), ("emeraldrapids", 0.69)])
 def test_a_strided_1x1_conv_computes_at_its_measured_share_of_the_conv_rate(mcpu, share):
     """A stride-2 1x1 NCHW conv costs its FLOPs at ``strided_1x1_share`` of the conv rate (its
-    vectors gather pixels two apart; measured on Zen 5, 1.0 where not measured): so on Zen 5 it
-    costs more than subsample.egg's form, the same conv at stride 1 on the subsampled input
+    vectors gather pixels two apart; measured on Zen 5 and the Xeon, 1.0 where not measured): so
+    there it costs more than subsample.egg's form, the same conv at stride 1 on the subsampled input
     (plus the slice kernels), and elsewhere less.  A 3x3 or a stride-1 conv is not affected."""
     bits = 128 if mcpu == "generic" else 512
     model = cost.RooflineCostModel("llvm", "tuned", bits, mcpu)
@@ -1398,3 +1400,5 @@ def test_a_strided_1x1_conv_computes_at_its_measured_share_of_the_conv_rate(mcpu
     three = TensorTy((512, 256, 3, 3), F32)
     assert cost.strided_1x1("Conv2d", attrs, (x, w)) and not cost.strided_1x1("Conv2d", at_one, (x, w))
     assert not cost.strided_1x1("Conv2d", attrs, (x, three))
+    grouped = (*attrs[:3], 32, *attrs[4:])  # the share was measured on dense convs only
+    assert not cost.strided_1x1("Conv2d", grouped, (x, TensorTy((512, 8, 1, 1), F32)))

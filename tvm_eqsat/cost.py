@@ -193,23 +193,37 @@ MACHINES = {  # (target kind, build flow) -> machine
 # seeds each, computed at 0.74, 0.59 and 0.74 of the rate of the same conv at stride 1 on the
 # subsampled input (geometric means over the seeds of interleaved medians, the slice's kernel
 # taken off; benchmarks/results/strided-1x1-llvm-znver5-cold-t32.md): ``strided_1x1_share`` is
-# their geometric mean, 0.69, which prices subsample.egg's form.  Not measured elsewhere: 1.0 there.
+# their geometric mean, 0.69, which prices subsample.egg's form.  On the Xeon (emeraldrapids, the
+# machine of AVX-512 CPUs not measured), the same layers and flow: 0.66, 0.64 and 0.76, geometric
+# mean 0.69 again (strided-1x1-llvm-emeraldrapids-cold-t32-run1.md; timed again, 0.70, 0.64 and
+# 0.76, the pass taking the form on all three: -t32.md).  Not measured elsewhere: 1.0 there.
 # Wider strided kernels gather alike.  On Zen 3, tuned cold at 32 trials with two seeds each, the
 # stride-2 convs of ResNet-50's 7x7 stem, Inception-v3's 3x3 stem and a 3x3 conv of 128 channels
 # computed at 0.58, 0.63 and 0.59 of the FLOP rate of the stride-1 conv over their inputs' 2x2
 # phases (space_to_depth.egg; benchmarks/results/strided-s2d-llvm-znver3-cold-t32.md).
 # ``strided_share`` is the 7x7 stem's, the one kernel size whose form paid (1.21x): a conv of a
-# 5x5 or wider kernel (``strided_wide``) is priced at it, where a CPU's calibration file holds it
+# 5x5 or wider kernel (``strided_wide``) is priced at it where a CPU's calibration file holds it
 # (``scripts/bench_strided.py --study space_to_depth --calibrate``), 1.0 elsewhere.  3x3 convs
 # keep the conv rate: their form costs 1.78x the multiplications, more than the gathers cost,
 # and the roofline would otherwise price every strided 3x3 conv of every model off one layer.
+# The Xeon holds no such figure: alone, tuned and timed cold, its shares were 0.51, 0.68 and 0.49
+# and the stem ran 1.40x as fast in the form (strided-s2d-llvm-emeraldrapids-cold-t32.md),
+# but in full-size ResNet-50, tuned and timed warm, the direct stem took 1.87 ms and the form
+# 1.82 with its copy (the VM's instrumented kernel times), and the model ran 0.984x, 0.988x and
+# 0.998x of the pass without the family (family-space_to_depth-llvm-emeraldrapids-tuned-t32.json).
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
 _MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
     "emeraldrapids": (
         512,
         {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3},
-        {"bandwidth_gbs": 51.3, "cache_gbs": 80.0, "batch_norm_ns": 1.2, "libm_ns": 9.8},
+        {
+            "bandwidth_gbs": 51.3,
+            "cache_gbs": 80.0,
+            "batch_norm_ns": 1.2,
+            "libm_ns": 9.8,
+            "strided_1x1_share": 0.69,
+        },
     ),
     "znver5": (
         512,
@@ -273,25 +287,29 @@ def gathers(perm: Sequence[int], in_shape: Sequence[int]) -> bool:
     return bool(inner) and moved[-1] != inner[-1]
 
 
-def strided_1x1(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
-    """Whether a node is an NCHW conv with a 1x1 kernel at a stride above 1, whose vectors,
-    which run along the image rows, each gather pixels a stride apart (subsample.egg)."""
+def _strided_nchw_kernel(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> tuple[int, ...] | None:
+    """The kernel's (height, width) of a dense (groups 1) NCHW/OIHW conv at a stride above 1,
+    whose vectors, which run along the image rows, each gather pixels a stride apart; None for
+    any other node (a grouped or depthwise conv too: the shares were measured on dense ones)."""
     if op != "Conv2d" or len(in_tys) < 2 or not isinstance(in_tys[1], TensorTy):
-        return False
-    strides, data_layout, kernel_layout = attrs[0], attrs[4], attrs[5]
-    kernel = in_tys[1].shape
-    return data_layout == "NCHW" and kernel_layout == "OIHW" and kernel[2:] == (1, 1) and max(strides) > 1
+        return None
+    strides, groups, data_layout, kernel_layout = attrs[0], attrs[3], attrs[4], attrs[5]
+    if data_layout != "NCHW" or kernel_layout != "OIHW" or groups != 1 or max(strides) <= 1:
+        return None
+    return tuple(in_tys[1].shape[2:])
+
+
+def strided_1x1(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
+    """Whether a node is a strided NCHW conv with a 1x1 kernel (subsample.egg)."""
+    return _strided_nchw_kernel(op, attrs, in_tys) == (1, 1)
 
 
 def strided_wide(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
-    """Whether a node is an NCHW conv with a kernel of 5 or more on each side at a stride above
-    1 (a stem's 7x7), whose vectors gather pixels a stride apart too (space_to_depth.egg; the
-    kernels ``Machine.strided_share`` was measured on: a 3x3 one's was not)."""
-    if op != "Conv2d" or len(in_tys) < 2 or not isinstance(in_tys[1], TensorTy):
-        return False
-    strides, data_layout, kernel_layout = attrs[0], attrs[4], attrs[5]
-    kernel = in_tys[1].shape
-    return data_layout == "NCHW" and kernel_layout == "OIHW" and min(kernel[2:]) >= 5 and max(strides) > 1
+    """Whether a node is a strided NCHW conv with a kernel of 5 or more on each side, a stem's
+    7x7 (space_to_depth.egg; the kernels ``Machine.strided_share`` was measured on: a 3x3
+    one's was not)."""
+    kernel = _strided_nchw_kernel(op, attrs, in_tys)
+    return kernel is not None and min(kernel) >= 5
 
 
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:

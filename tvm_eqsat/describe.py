@@ -60,9 +60,10 @@ def census(graph: TensorGraph) -> Counter:
             continue
         if node.op == "Conv2d":
             counts[f"conv2d {node.attrs[4]}"] += 1
-            if strided_1x1(node.op, node.attrs, [graph.nodes[i].ty for i in node.inputs]):
+            in_tys = [graph.nodes[i].ty for i in node.inputs]
+            if strided_1x1(node.op, node.attrs, in_tys):
                 counts["strided 1x1"] += 1  # subsample.egg reads a subsample at stride 1 instead
-            elif strided_wide(node.op, node.attrs, [graph.nodes[i].ty for i in node.inputs]):
+            elif strided_wide(node.op, node.attrs, in_tys):
                 counts["strided wide"] += 1  # space_to_depth.egg: a stride-1 conv over the input's phases
         elif node.op in ("MaxPool2d", "AvgPool2d"):
             counts[f"pool {node.attrs[6]}"] += 1

@@ -74,14 +74,18 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # was measured (``Machine.strided_1x1_share``).  End to end, full ResNet-50 1.015x and 1.047x and
 # ResNeXt-50 0.988x and 0.992x of the pass without it (two runs), inside their spreads (the
 # benchmark's database: 0.7 ms saved by its records in both models, whose shortcut convs are the
-# same kernels; family-subsample-llvm-znver5-cold-tuned-t32.json).  Not measured in the default
-# flow, nor on CUDA.
+# same kernels; family-subsample-llvm-znver5-cold-tuned-t32.json).  On the Xeon the layers alone
+# 1.24-1.41x (strided-1x1-llvm-emeraldrapids-cold-t32.md), ResNet-50 tuned warm 1.019x, 1.014x and
+# 1.003x of the pass without it (family-subsample-llvm-emeraldrapids-tuned-t32.json).  Not measured
+# in the default flow, nor on CUDA.
 # space_to_depth (a stride-2 conv as a stride-1 conv over its input's 2x2 phases), llvm tuned
 # flow: ResNet-50's 7x7 stem alone 1.21x as fast (Zen 3, 32 trials, cold, two seeds; 3x3 stride-2
 # convs lost, 0.70x and 0.91x, and the roofline never takes their form); taken where a CPU's
 # calibration measured ``Machine.strided_share`` (Zen 3).  End to end, full ResNet-50 1.025x and
 # 1.013x of the pass without it (two runs, same database), inside their spreads (about ±5%;
-# family-space_to_depth-llvm-znver3-cold-tuned-t32.json).  Not measured in the default flow, nor on CUDA.
+# family-space_to_depth-llvm-znver3-cold-tuned-t32.json).  On the Xeon the stem alone ran 1.40x
+# (cold), but ResNet-50 tuned warm 0.984x, 0.988x and 0.998x of the pass without it, so the Xeon's
+# roofline holds no ``strided_share`` and never takes it.  Not measured in the default flow, nor on CUDA.
 FLOW_ONLY = {
     "erf_rational": (("llvm", "tuned"),),
     "subsample": (("llvm", "tuned"),),
