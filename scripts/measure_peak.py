@@ -6,7 +6,7 @@ machine's CPU, MetaSchedule's kernels use its wider vector units, and compute-bo
 run several times faster while memory-bound ones barely change, matmuls more than convs and
 depthwise convs least.  The roofline's per-kernel peaks (``cost._tuned_llvm_machines``) are,
 for generic code, the Xeon's rates over its generic matmuls' (times the machine's peak); for
-a CPU measured at its own width (AVX-512, AVX2), its rates themselves (``cost._MEASURED``), beside
+a CPU measured at its own width (AVX-512, AVX2), its rates themselves (its file of ``cost_models/machines/``), beside
 ``measure_bandwidth.py``'s memory tiers from the same machine and hour
 (``bandwidth-llvm-<cpu>.json``).  Both builds are tuned with the same budget and timed in
 one process, on one machine, with nothing else running:

@@ -6,6 +6,9 @@ peaks) and ``scripts/measure_bandwidth.py`` (tuned GEMVs of growing size) can be
 itself: ``derive`` turns the two results into a calibration, ``scripts/calibrate_cpu.py``
 writes it to ``cost_models/machines/<cpu>.json``, and ``load`` reads every such file back for
 the roofline.  A CPU without one is priced as the nearest machine the roofline knows.
+Figures measured apart (a strided conv's share, ``set_figure``) name their results in
+``sources``; figures no script writes (a rate read off tuning records) are set by hand and
+say so under ``by_hand``, each with its source and why.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ def set_figure(path: Path, key: str, value: float, source: str, date: str) -> di
     doc = json.loads(Path(path).read_text())
     doc["memory"][key] = value
     doc.setdefault("measured", {})[key] = date
+    doc.get("by_hand", {}).pop(key, None)  # measured now: its source is the results'
     doc["sources"] = [s for s in doc.get("sources", []) if s != source] + [source]  # the peaks' and memory's first
     Path(path).write_text(json.dumps(doc, indent=1) + "\n")
     load.cache_clear()
@@ -92,17 +96,21 @@ def set_figure(path: Path, key: str, value: float, source: str, date: str) -> di
 
 def kept_figures(old: dict, new: dict) -> dict:
     """``new`` (a calibration just derived) with the figures of ``old`` (the CPU's file before)
-    that the peaks and memory tiers do not give: ``set_figure``'s, with their dates and sources."""
+    that the peaks and memory tiers do not give: ``set_figure``'s, with their dates and sources,
+    and those set by hand (``by_hand``: {figure: {source, why}}), which keep their reasons.  A
+    figure set by hand that ``derive`` gives (a memory tier) is measured again instead."""
     extra = {k: v for k, v in old.get("memory", {}).items() if k not in new["memory"]}
     if not extra:
         return new
     sources = [s for s in old.get("sources", []) if s not in new.get("sources", [])]
     measured = {k: v for k, v in old.get("measured", {}).items() if k in extra}
+    by_hand = {k: v for k, v in old.get("by_hand", {}).items() if k in extra}
     return {
         **new,
         "memory": {**new["memory"], **extra},
         "measured": {**new.get("measured", {}), **measured},
         "sources": list(new.get("sources", [])) + sources,
+        **({"by_hand": by_hand} if by_hand else {}),
     }
 
 

@@ -213,42 +213,19 @@ MACHINES = {  # (target kind, build flow) -> machine
 # 0.998x of the pass without the family (family-space_to_depth-llvm-emeraldrapids-tuned-t32.json).
 COMPUTE_CLASSES = calibration.COMPUTE_CLASSES
 _SHARE_128 = {"matmul": 1.0, "conv": 1.02, "depthwise": 0.60}
-_MEASURED = {  # mcpu -> (vector bits, GFLOP/s per compute class, memory tiers: DRAM, and traffic of 16 MB or less)
-    "emeraldrapids": (
-        512,
-        {"matmul": 200.4, "conv": 121.0, "depthwise": 48.3},
-        {
-            "bandwidth_gbs": 51.3,
-            "cache_gbs": 80.0,
-            "batch_norm_ns": 1.2,
-            "libm_ns": 9.8,
-            "strided_1x1_share": 0.69,
-        },
-    ),
-    "znver5": (
-        512,
-        {"matmul": 198.4, "conv": 209.5, "depthwise": 94.7},
-        {
-            "bandwidth_gbs": 73.1,
-            "cache_gbs": 97.3,
-            "gather_ns": 0.27,
-            "batch_norm_ns": 0.87,
-            "libm_ns": 2.7,
-            "strided_1x1_share": 0.69,
-        },
-    ),
-}
+# Each CPU measured is priced from its file of cost_models/machines/ (calibration.load), every
+# figure above named there with its date and source; the Xeon's file prices other AVX-512 CPUs.
 _DEFAULT_512 = "emeraldrapids"  # the machine of AVX-512 CPUs not measured
 
 
 def measured_cpus() -> dict[str, tuple[int, dict, dict]]:
-    """Every CPU the tuned roofline prices as itself: ``_MEASURED`` and the calibration files
-    of ``cost_models/machines/`` (``scripts/calibrate_cpu.py``; a file wins over ``_MEASURED``)."""
+    """Every CPU the tuned roofline prices as itself: the calibration files of
+    ``cost_models/machines/`` (``scripts/calibrate_cpu.py``; the figures measured apart from
+    the peaks and memory tiers, and those set by hand, each name their source there)."""
     try:
-        files = calibration.load(data_dir("cost_models") / "machines")
+        return calibration.load(data_dir("cost_models") / "machines")
     except FileNotFoundError:
-        files = {}
-    return {**_MEASURED, **files}
+        return {}
 
 
 def _tuned_llvm_machines(simd_bits: int, mcpu: str = "generic") -> dict[str, Machine] | None:
@@ -264,6 +241,8 @@ def _tuned_llvm_machines(simd_bits: int, mcpu: str = "generic") -> dict[str, Mac
     if mcpu in known and known[mcpu][0] == simd_bits:
         _, peaks, memory = known[mcpu]
         return {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
+    if _DEFAULT_512 not in known:  # its file missing or unreadable (load warned): the generic machine
+        return None
     _, peaks, memory = known[_DEFAULT_512]
     wide = {c: dataclasses.replace(generic, peak_gflops=p, **memory) for c, p in peaks.items()}
     if simd_bits == 512:
