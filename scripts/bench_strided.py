@@ -1,14 +1,17 @@
 """Strided convs alone, direct and in a rule's stride-1 form, each tuned with several seeds:
 does the rewrite pay, above the tuner's lottery, and does the pass choose it?
 
-Two studies (``--study``), each a list of layers (batch 1, constant weights, the bias add a
+Three studies (``--study``), each a list of layers (batch 1, constant weights, the bias add a
 folded batch norm leaves, the stems' relu):
 
 - ``subsample`` (subsample.egg): the stride-2 1x1 shortcut convs of full-size ResNet-50 and
   ResNeXt-50, against the same conv at stride 1 on a strided slice of the input;
 - ``space_to_depth`` (space_to_depth.egg): the stride-2 stems of the suite's CNNs (ResNet-50's
   7x7, Inception-v3's 3x3) and a mid-network 3x3 stride-2 conv of ResNet-50, against a stride-1
-  conv over the input's four 2x2 phases as channels.
+  conv over the input's four 2x2 phases as channels;
+- ``polyphase`` (polyphase.egg): the stride-2 3x3 convs of ResNet-50's stages and Inception-v3's
+  reduction blocks and stem, against four stride-1 convs, one over each 2x2 phase of the input,
+  summed (the stem's 3 channels are below ``cost.STRIDED_3X3_MIN_CHANNELS``: not priced).
 
 For each layer the direct conv and the rule's form as the rule writes it (``forms.
 rewritten_form``) are tuned with MetaSchedule once per seed (``--seeds``; one database per
@@ -16,13 +19,13 @@ layer, form and seed under ``--work-root``, so a rerun tunes nothing), checked a
 other, and all builds timed interleaved.  Beside them: each form's kernels as its builds run
 them (``timing.kernel_times``, first seed), the strided conv's rate as a share of the stride-1
 conv's (its FLOPs over its time against the other's, the rewrite's copy kernel taken off: the
-figure ``cost.Machine`` holds, ``strided_1x1_share`` or ``strided_share``, is their geometric
-mean over the layers it prices, the 1x1 convs and the 7x7 stem), and the pass's choice and
-predicted speedup for the target (``--calibrate`` writes the figure into this CPU's file):
+figure ``cost.Machine`` holds, ``strided_1x1_share``, ``strided_share`` or ``strided_3x3_share``,
+is their geometric mean over the layers it prices: the 1x1 convs, the 7x7 stem, the 3x3 convs),
+and the pass's choice and predicted speedup for the target (``--calibrate`` writes the figure into this CPU's file):
 
     python scripts/bench_strided.py --cold-cache [--study space_to_depth] [--calibrate]
 
-to ``benchmarks/results/strided-<1x1|s2d>-<target>[-cold]-t<trials>.{json,md}``.  Run it with
+to ``benchmarks/results/strided-<1x1|s2d|poly>-<target>[-cold]-t<trials>.{json,md}``.  Run it with
 nothing else on the machine.
 """
 
@@ -44,7 +47,7 @@ from tvm import relax
 
 import tvm_eqsat
 from tvm_eqsat import calibration, provenance, timing, tune
-from tvm_eqsat.cost import strided_1x1, strided_wide
+from tvm_eqsat.cost import strided_1x1, strided_3x3, strided_wide
 from tvm_eqsat.forms import Avoid, rewritten_form
 from tvm_eqsat.graph import module_graphs
 from tvm_eqsat.paths import data_dir
@@ -96,6 +99,22 @@ STUDIES = {
             ("resnet50-layer2-3x3", 128, 56, 128, 3, 1),
         ),
     ),
+    "polyphase": Study(
+        "conv2d-stride2-polyphase",
+        "polyphase",
+        strided_3x3,
+        "over the input's 2x2 phases",
+        "strided-poly",
+        "strided_3x3_share",
+        (
+            ("resnet50-layer2-3x3", 128, 56, 128, 3, 1),
+            ("resnet50-layer3-3x3", 256, 28, 256, 3, 1),
+            ("resnet50-layer4-3x3", 512, 14, 512, 3, 1),
+            ("inception-v3-mixed6a-3x3", 288, 35, 384, 3, 0),
+            ("inception-v3-mixed7a-3x3", 192, 17, 320, 3, 0),
+            ("inception-v3-stem", 3, 299, 32, 3, 0),
+        ),
+    ),
 }
 
 
@@ -128,7 +147,7 @@ def rewritten(mod: tvm.IRModule, study: Study) -> tvm.IRModule:
 
 
 def conv_gflop(mod: tvm.IRModule) -> float:
-    """The multiply-adds of the module's conv, times 2, in GFLOP."""
+    """The multiply-adds of the module's convs (polyphase.egg's form has four), times 2, in GFLOP."""
     found = []
 
     def visit(e):
@@ -138,8 +157,7 @@ def conv_gflop(mod: tvm.IRModule) -> float:
             found.append(2.0 * np.prod(out) * np.prod(w[1:]) / 1e9)
 
     relax.analysis.post_order_visit(mod["main"], visit)
-    (gflop,) = found
-    return gflop
+    return float(sum(found))
 
 
 def priced(mod: tvm.IRModule, study: Study) -> bool:

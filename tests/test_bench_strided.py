@@ -19,7 +19,8 @@ def _run(mod, x):
 def test_each_studys_form_is_the_strided_conv_at_stride_1():
     """The subsample form holds two slices and a stride-1 conv and computes the strided conv's
     values bit for bit (the same products in the same order); the space-to-depth form of a 7x7
-    stem holds a stride-1 4x4 conv over 4x the channels, 64/49 of the FLOPs, within rounding."""
+    stem holds a stride-1 4x4 conv over 4x the channels, 64/49 of the FLOPs, within rounding; the
+    polyphase form of a 3x3 conv four stride-1 convs, no pad kernel, the same FLOPs."""
     script = load_script("bench_strided")
     mod, x = script.strided_layer(8, 10, 16)
     sub = script.rewritten(mod, script.STUDIES["subsample"])
@@ -33,6 +34,13 @@ def test_each_studys_form_is_the_strided_conv_at_stride_1():
     assert "strides=[2, 2]" not in s2d.script() and "R.nn.relu" in s2d.script()
     np.testing.assert_allclose(_run(s2d, x), _run(stem, x), rtol=1e-5, atol=1e-5)
     assert script.conv_gflop(s2d) / script.conv_gflop(stem) == pytest.approx(64 / 49)
+
+    conv, x = script.strided_layer(8, 14, 8, kernel=3, pad=1)
+    poly = script.rewritten(conv, script.STUDIES["polyphase"])
+    text = poly.script()
+    assert text.count("R.nn.conv2d") == 4 and "strides=[2, 2], padding" not in text and "R.nn.pad" not in text
+    np.testing.assert_allclose(_run(poly, x), _run(conv, x), rtol=1e-5, atol=1e-5)
+    assert script.conv_gflop(poly) == pytest.approx(script.conv_gflop(conv))  # no zero taps
 
 
 def test_the_page_names_each_seed_and_the_share_the_roofline_keeps():
@@ -68,3 +76,20 @@ def test_the_page_names_each_seed_and_the_share_the_roofline_keeps():
     assert line in page
     assert script.mean_share(data["rows"]) == 0.72 and "**0.72**" in page
     assert script.mean_share(data["rows"][2:]) is None
+
+
+def test_each_study_prices_its_layers_by_its_cost_predicate():
+    """A layer counts towards a study's figure only where the roofline would price it with that
+    figure: the space-to-depth study's 3x3 convs do not (its figure is the 7x7 stem's), nor the
+    polyphase study's RGB stem (3 channels, below ``cost.STRIDED_3X3_MIN_CHANNELS``: its strided
+    form ran faster than its phases); every other layer does."""
+    script = load_script("bench_strided")
+    unpriced = {
+        ("space_to_depth", "inception-v3-stem"),
+        ("space_to_depth", "resnet50-layer2-3x3"),
+        ("polyphase", "inception-v3-stem"),
+    }
+    for name, study in script.STUDIES.items():
+        for layer in study.layers:
+            mod, _ = script.strided_layer(*layer[1:])
+            assert script.priced(mod, study) == ((name, layer[0]) not in unpriced), (name, layer)

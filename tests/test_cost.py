@@ -1376,6 +1376,43 @@ def test_a_strided_7x7_stem_computes_at_its_measured_share_of_the_conv_rate(monk
     assert not cost.strided_wide("Conv2d", depthwise, (x, TensorTy((3, 1, 7, 7), F32)))
 
 
+@pytest.mark.parametrize("share", [1.0, 0.5])
+def test_a_strided_3x3_conv_computes_at_its_measured_share_and_its_polyphase_form_at_the_conv_rate(monkeypatch, share):
+    """A stride-2 3x3 NCHW conv costs its FLOPs at ``strided_3x3_share`` of the conv rate where a
+    CPU's calibration measured it (1.0 elsewhere); polyphase.egg's four stride-1 sub-convs (2x2,
+    2x1, 1x2, 1x1 taps: the same FLOPs) at the conv rate.  So the form, its slices and adds
+    included, is cheaper only with the share measured well below 1.  A 7x7, a 1x1, a depthwise or
+    a stride-1 conv is not one the figure prices."""
+    calibrated = {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, {"bandwidth_gbs": 16.0})}
+    if share < 1.0:
+        calibrated["znver3"][2]["strided_3x3_share"] = share
+    monkeypatch.setattr(cost, "measured_cpus", lambda: calibrated)
+    model = cost.RooflineCostModel("llvm", "tuned", 256, "znver3")
+    x, w, y = TensorTy((1, 128, 56, 56), F32), TensorTy((128, 128, 3, 3), F32), TensorTy((1, 128, 28, 28), F32)
+    attrs = ((2, 2), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", "")
+    strided = model.node_cost("Conv2d", attrs, (x, w), y, False)
+    form = 0.0
+    for (tr, tc), (pt, pl) in zip([(2, 2), (2, 1), (1, 2), (1, 1)], [(1, 1), (1, 0), (0, 1), (0, 0)]):
+        phase = TensorTy((1, 128, 28, 28), F32)
+        at_one = ((1, 1), (pt, pl, 0, 0), *attrs[2:])
+        form += model.node_cost("Conv2d", at_one, (phase, TensorTy((128, 128, tr, tc), F32)), y, False)
+        form += model.node_cost("StridedSlice", ((2, 3), (0, 0), (56, 56), (2, 2), 1), (x,), phase, False)
+        form += model.node_cost("Add", (), (y, y), y, False)
+    work = 2 * 128 * 128 * 9 * 28 * 28 / 1e3  # kFLOP: us at GFLOP/s
+    assert strided == pytest.approx(work / 40.0 / share, rel=0.05)
+    assert (strided > form) == (share < 1.0)
+    assert cost.strided_3x3("Conv2d", attrs, (x, w)) and not cost.strided_wide("Conv2d", attrs, (x, w))
+    for kernel in [(7, 7), (1, 1), (5, 3)]:
+        assert not cost.strided_3x3("Conv2d", attrs, (x, TensorTy((128, 128, *kernel), F32)))
+    assert not cost.strided_3x3("Conv2d", ((1, 1), *attrs[1:]), (x, w))
+    depthwise = (*attrs[:3], 128, *attrs[4:])
+    assert not cost.strided_3x3("Conv2d", depthwise, (x, TensorTy((128, 1, 3, 3), F32)))
+    rgb = TensorTy((1, 3, 299, 299), F32)  # a stem's: its strided form ran faster than its phases
+    assert not cost.strided_3x3("Conv2d", attrs, (rgb, TensorTy((32, 3, 3, 3), F32)))
+    wide = TensorTy((1, cost.STRIDED_3X3_MIN_CHANNELS, 56, 56), F32)
+    assert cost.strided_3x3("Conv2d", attrs, (wide, TensorTy((32, cost.STRIDED_3X3_MIN_CHANNELS, 3, 3), F32)))
+
+
 @pytest.mark.parametrize("mcpu, share", [("generic", 1.0), ("znver5", 0.69), ("emeraldrapids", 0.69)])
 def test_a_strided_1x1_conv_computes_at_its_measured_share_of_the_conv_rate(mcpu, share):
     """A stride-2 1x1 NCHW conv costs its FLOPs at ``strided_1x1_share`` of the conv rate (its

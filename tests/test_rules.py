@@ -722,6 +722,26 @@ def conv2d_1x1_strided_subsample(seed, positive):
     return module([x], body), ["conv2d-1x1-strided-subsample"]
 
 
+def conv2d_stride2_polyphase(seed, positive):
+    """Seed 0: a 3x3 conv, padding 1, even sides, batch 1; seed 1: a 4x3 kernel with uneven
+    padding (top 1, left 0, bottom 2, right 1) over odd sides, two groups, batch 2, whose last
+    padded row the conv never reads.  Negative: a 7x7 kernel (the form was not measured there)."""
+    rng = _rng(seed)
+    c, o = 2 * int(rng.integers(1, 3)), 2 * int(rng.integers(1, 3))
+    if not positive:
+        n, size, kernel, pad, groups = 1, (14, 12), (7, 7), 3, 1
+    elif seed % 2 == 0:
+        n, size, kernel, pad, groups = 1, (10, 12), (3, 3), 1, 1
+    else:
+        n, size, kernel, pad, groups = 2, (11, 9), (4, 3), (1, 0, 2, 1), 2
+    x, w = tensor("x", (n, c, *size)), const((o, c // groups, *kernel), seed=seed)
+
+    def body(bb, x):
+        return R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=2, padding=pad, groups=groups)))
+
+    return module([x], body), ["conv2d-stride2-polyphase"]
+
+
 def conv2d_stride2_space_to_depth(seed, positive):
     """Seed 0: a 7x7 stem-like conv, padding 3, even sides, batch 1; seed 1: a 4x3 kernel with
     uneven padding (top 1, left 0, bottom 2, right 1) at batch 2, over 12 rows, whose last
@@ -942,6 +962,7 @@ BUILDERS = {
     "conv2d-patchify-matmul": conv2d_patchify_matmul,
     "conv2d-1x1-strided-subsample": conv2d_1x1_strided_subsample,
     "conv2d-stride2-space-to-depth": conv2d_stride2_space_to_depth,
+    "conv2d-stride2-polyphase": conv2d_stride2_polyphase,
     "conv2d-winograd-f2": conv2d_winograd_f2,
     "conv2d-winograd-f2-even": conv2d_winograd_f2_even,
     "conv2d-winograd-f2-cl": conv2d_winograd_f2_cl,
@@ -1339,6 +1360,39 @@ def test_erf_rational_writes_the_fit_scripts_coefficients_and_error():
     far = fit_erf.evaluate(np.array([-1e4, 1e4], np.float32), written[6::-1], written[:6:-1], np.float32)
     assert far.tolist() == [-1.0, 1.0]
     assert fit_erf.gelu_error(written[6::-1], written[:6:-1]) < 1.5e-6
+
+
+@pytest.mark.parametrize("share", [None, 0.5])
+def test_the_pass_splits_a_strided_3x3_conv_into_phases_where_its_strided_rate_was_measured(monkeypatch, share):
+    """A stride-2 3x3 conv (ResNet-50's layer-3 one, half size): where a CPU's calibration holds
+    ``strided_3x3_share`` (0.5 here), the pass runs it as four stride-1 convs over the input's
+    2x2 phases; TVM makes four slice kernels and four conv kernels, the last with the three adds
+    fused, and the values are the strided conv's within rounding.  Without the figure the conv
+    stays as it is."""
+    import tvm
+
+    from tvm_eqsat import cost, tune
+
+    memory = {"bandwidth_gbs": 16.0, "cache_gbs": 63.0, **({"strided_3x3_share": share} if share else {})}
+    monkeypatch.setattr(
+        cost, "measured_cpus", lambda: {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, memory)}
+    )
+    x, w = tensor("x", (1, 128, 28, 28)), const((128, 128, 3, 3), seed=3)
+    mod = module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=2, padding=1))))
+    zen3 = tvm.target.Target({"kind": "llvm", "mcpu": "znver3"})
+    new, report = tvm_eqsat.optimize(mod, zen3, flow="tuned")
+    fn = report.functions["main"]
+    if share is None:
+        assert not fn.changed and "relax.strided_slice" not in relax_ops(new), fn.changes
+        return
+    assert fn.rules_applied.get("conv2d-stride2-polyphase") and fn.changed, fn.rules_applied
+    assert "1 strided 3x3 conv run at stride 1 over the input's 2x2 phases" in fn.changes
+    ops = relax_ops(new)
+    assert ops["relax.strided_slice"] == 4 and ops["relax.nn.conv2d"] == 4 and ops["relax.add"] == 3, ops
+    kernels = sorted(gv.name_hint for gv in tune.fuse_for_tuning(new, zen3).get_global_vars() if gv.name_hint != "main")
+    assert sum(k.startswith("strided_slice") for k in kernels) == 4 and len(kernels) == 8, kernels
+    assert any("conv2d" in k and k.count("add") == 3 and "relu" in k for k in kernels), kernels
+    assert_close(mod, new, rtol=1e-5)
 
 
 def test_the_pass_subsamples_a_strided_1x1_conv_where_its_strided_rate_was_measured():

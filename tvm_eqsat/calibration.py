@@ -25,7 +25,16 @@ log = logging.getLogger("tvm_eqsat")
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
 # the figures besides the compute peaks a calibration may set (``cost.Machine``'s fields)
 MEMORY_KEYS = frozenset(
-    {"bandwidth_gbs", "cache_gbs", "gather_ns", "batch_norm_ns", "libm_ns", "strided_1x1_share", "strided_share"}
+    {
+        "bandwidth_gbs",
+        "cache_gbs",
+        "gather_ns",
+        "batch_norm_ns",
+        "libm_ns",
+        "strided_1x1_share",
+        "strided_share",
+        "strided_3x3_share",
+    }
 )
 CACHE_BYTES = 16 << 20  # the tuned llvm machines' cache tier: a kernel whose traffic fits streams at cache_gbs
 MIN_GEMV_BYTES = 512 << 10  # smaller GEMVs measure the call, not the memory

@@ -52,6 +52,7 @@ class Machine:
     libm_ns: float = 0.0  # per element, ``ops.LIBM_OPS`` as TVM's tuned kernels run them: a libm call each
     strided_1x1_share: float = 1.0  # of its class's compute rate, a strided NCHW 1x1 conv (``strided_1x1``)
     strided_share: float = 1.0  # the same, a strided NCHW conv with a 5x5 or wider kernel (``strided_wide``)
+    strided_3x3_share: float = 1.0  # the same, a strided NCHW conv with a 2x2 to 4x4 kernel (``strided_3x3``)
 
     def libm_us(self, op: str, out_ty) -> float:
         """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
@@ -291,6 +292,21 @@ def strided_wide(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
     return kernel is not None and min(kernel) >= 5
 
 
+STRIDED_3X3_MIN_CHANNELS = 16  # a stem's conv over 3 channels ran its polyphase form 0.62x as fast
+
+
+def strided_3x3(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
+    """Whether a node is a strided NCHW conv with a kernel of 2 to 4 on each side, a 3x3 one
+    above all, over at least ``STRIDED_3X3_MIN_CHANNELS`` input channels (polyphase.egg; the
+    kernels ``Machine.strided_3x3_share`` was measured on: over an RGB image's 3 channels the
+    strided conv ran faster than its four stride-1 phases, benchmarks/results/strided-poly-*)."""
+    kernel = _strided_nchw_kernel(op, attrs, in_tys)
+    if kernel is None or min(kernel) < 2 or max(kernel) > 4:
+        return False
+    data = in_tys[0]
+    return isinstance(data, TensorTy) and len(data.shape) == 4 and data.shape[1] >= STRIDED_3X3_MIN_CHANNELS
+
+
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
     """Which measured kind of compute kernel a node is (``_tuned_llvm_machines``), None for the rest."""
     if op == "Matmul":
@@ -364,6 +380,8 @@ class RooflineCostModel:
             work /= m.strided_1x1_share
         elif m.strided_share < 1.0 and strided_wide(op, attrs, in_tys):
             work /= m.strided_share
+        elif m.strided_3x3_share < 1.0 and strided_3x3(op, attrs, in_tys):
+            work /= m.strided_3x3_share
         busy = float(m.busy_us(work, traffic))
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):

@@ -90,6 +90,7 @@ FLOW_ONLY = {
     "erf_rational": (("llvm", "tuned"),),
     "subsample": (("llvm", "tuned"),),
     "space_to_depth": (("llvm", "tuned"),),
+    "polyphase": (("llvm", "tuned"),),
     "fast_math": (("llvm", "tuned"),),
     "winograd": (("llvm", "default"),),
     "winograd_f4": (("llvm", "default"), ("llvm", "tuned")),
