@@ -86,6 +86,14 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # family-space_to_depth-llvm-znver3-cold-tuned-t32.json).  On the Xeon the stem alone ran 1.40x
 # (cold), but ResNet-50 tuned warm 0.984x, 0.988x and 0.998x of the pass without it, so the Xeon's
 # roofline holds no ``strided_share`` and never takes it.  Not measured in the default flow, nor on CUDA.
+# polyphase (a stride-2 3x3 conv as four stride-1 convs over its input's 2x2 phases), llvm tuned
+# flow: on the Xeon, tuned warm at 32 trials with two seeds, ResNet-50's stage convs alone 1.05x,
+# 1.33x and 1.33x, Inception-v3's Mixed_6a and Mixed_7a convs 1.63x and 1.29x, its RGB stem 0.71x
+# (strided-poly-llvm-emeraldrapids-t32.md); taken where a CPU's calibration holds
+# ``Machine.strided_3x3_share`` (the Xeon's 0.71), for 16 or more input channels.  End to end,
+# ResNet-50 1.004x, 1.020x and 1.004x of the pass without it (three runs, inside their spreads;
+# family-polyphase-llvm-emeraldrapids-tuned-t32.json).  Not measured on Zen, in the default flow,
+# nor on CUDA.
 FLOW_ONLY = {
     "erf_rational": (("llvm", "tuned"),),
     "subsample": (("llvm", "tuned"),),
