@@ -47,8 +47,8 @@ from tvm import relax
 
 import tvm_eqsat
 from tvm_eqsat import calibration, provenance, timing, tune
-from tvm_eqsat.cost import strided_1x1, strided_3x3, strided_wide
-from tvm_eqsat.forms import Avoid, rewritten_form
+from tvm_eqsat.cost import STRIDED_CONVS, StridedConv
+from tvm_eqsat.forms import rewritten_form
 from tvm_eqsat.graph import module_graphs
 from tvm_eqsat.paths import data_dir
 
@@ -64,22 +64,19 @@ class Study:
 
     rule: str
     form: str  # the rewritten form's name in the rows
-    avoid: Avoid  # the strided convs the figure prices, which rewritten_form must not keep
-    change: str  # what the pass's report says when it made the rewrite
+    strided: StridedConv  # the strided convs its figure prices, which rewritten_form must not keep
     file: str  # the results' file name, before the target's
-    figure: str  # the cost.Machine field the priced layers' geometric-mean share sets
     # (name, channels in, input side, channels out, kernel side, padding) at stride 2
     layers: tuple[tuple[str, int, int, int, int, int], ...]
 
 
+_STRIDED = {kind.family: kind for kind in STRIDED_CONVS}
 STUDIES = {
     "subsample": Study(
         "conv2d-1x1-strided-subsample",
         "subsample",
-        strided_1x1,
-        "subsampled",
+        _STRIDED["subsample"],
         "strided-1x1",
-        "strided_1x1_share",
         (
             ("resnet50-layer2-shortcut", 256, 56, 512, 1, 0),
             ("resnet50-layer3-shortcut", 512, 28, 1024, 1, 0),
@@ -89,10 +86,8 @@ STUDIES = {
     "space_to_depth": Study(
         "conv2d-stride2-space-to-depth",
         "s2d",
-        strided_wide,
-        "space to depth",
+        _STRIDED["space_to_depth"],
         "strided-s2d",
-        "strided_share",
         (
             ("resnet50-stem", 3, 224, 64, 7, 3),
             ("inception-v3-stem", 3, 299, 32, 3, 0),
@@ -102,10 +97,8 @@ STUDIES = {
     "polyphase": Study(
         "conv2d-stride2-polyphase",
         "polyphase",
-        strided_3x3,
-        "over the input's 2x2 phases",
+        _STRIDED["polyphase"],
         "strided-poly",
-        "strided_3x3_share",
         (
             ("resnet50-layer2-3x3", 128, 56, 128, 3, 1),
             ("resnet50-layer3-3x3", 256, 28, 256, 3, 1),
@@ -140,7 +133,7 @@ def strided_layer(c: int, size: int, k: int, kernel: int = 1, pad: int = 0, seed
 
 def rewritten(mod: tvm.IRModule, study: Study) -> tvm.IRModule:
     """The layer in the study's form, whatever a cost model would choose."""
-    new, applied, changed = rewritten_form(mod, [study.rule], avoid=study.avoid)
+    new, applied, changed = rewritten_form(mod, [study.rule], avoid=study.strided.matches)
     if not changed or not applied.get(study.rule):
         raise RuntimeError(f"{study.rule} made no {study.form} form here: {applied}")
     return new
@@ -161,10 +154,10 @@ def conv_gflop(mod: tvm.IRModule) -> float:
 
 
 def priced(mod: tvm.IRModule, study: Study) -> bool:
-    """Whether the study's figure prices the layer's conv: its cost predicate (``study.avoid``)
+    """Whether the study's figure prices the layer's conv: its cost predicate (``study.strided.matches``)
     on the conv node of the layer's graph, as the roofline sees it."""
     (graph,) = module_graphs(mod)
-    return any(study.avoid(n.op, n.attrs, [graph.nodes[i].ty for i in n.inputs]) for n in graph.nodes)
+    return any(study.strided.matches(n.op, n.attrs, [graph.nodes[i].ty for i in n.inputs]) for n in graph.nodes)
 
 
 def measure(
@@ -215,7 +208,7 @@ def pass_choice(layer, study: Study, target) -> dict:
     _, report = tvm_eqsat.optimize(mod, target, flow="tuned")
     f = report.functions["main"]
     return {
-        "pass_rewrites": bool(f.rules_applied.get(study.rule)) and any(study.change in s for s in f.changes),
+        "pass_rewrites": bool(f.rules_applied.get(study.rule)) and any(study.strided.form in s for s in f.changes),
         "predicted_speedup": f.cost_before / f.cost_after if f.cost_after else None,
     }
 
@@ -242,7 +235,7 @@ def markdown(data: dict) -> str:
         "strided conv's FLOP rate over the stride-1 conv's, the same geometric means with the copy kernel's "
         "time (first seed, as its build ran it) taken off the rewritten form's and the FLOPs each conv does "
         f"(FLOPs: the stride-1 conv's over the direct one's).  Their geometric mean over the layers that "
-        f"`{study.figure}` prices (priced: yes): **{share if share is not None else '-'}**.  Diff: the largest "
+        f"`{study.strided.share}` prices (priced: yes): **{share if share is not None else '-'}**.  Diff: the largest "
         "difference from the first direct build, relative to its output's largest magnitude.",
         "",
         f"| layer | C, HxW, K, kernel, pad | direct ms | {study.form} ms | speedup | FLOPs | conv share | priced "
@@ -299,13 +292,13 @@ def main(argv: list[str] | None = None) -> int:
         print(layer[0], f"{row['speedup']:.2f}x", f"share {row['strided_share']:.2f}", flush=True)
     share = mean_share(rows)
     if args.calibrate and share is None:
-        print(f"no layer run is one {study.figure} prices: the calibration is left as it was")
+        print(f"no layer run is one {study.strided.share} prices: the calibration is left as it was")
     elif args.calibrate:  # before the pass's choices, which it prices
         path = data_dir("cost_models") / "machines" / f"{mcpu}.json"
         source = (Path(args.out_dir) / f"{study.file}-{name}-t{args.trials}.json").resolve()
         source = str(source.relative_to(ROOT)) if source.is_relative_to(ROOT) else str(source)
-        calibration.set_figure(path, study.figure, share, source, now)
-        print(f"{study.figure} = {share} -> {path}")
+        calibration.set_figure(path, study.strided.share, share, source, now)
+        print(f"{study.strided.share} = {share} -> {path}")
     for layer, row in zip(layers, rows, strict=True):
         row.update(pass_choice(layer, study, target))
     data = {

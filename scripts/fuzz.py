@@ -386,7 +386,9 @@ def pass_options(k: int, cost_target: str = "llvm") -> dict:
     the default rules and with every family (the opt-in ones too) in alternate rounds, costed
     for generic x86-64 code and, in alternate rounds of 32, for an AVX-512 CPU (Zen 5, whose
     tuned roofline has other compute peaks and prices libm calls and strided convs, so
-    extraction chooses differently); every other AVX-512 round is costed by the Xeon's learned model (``cost_model="xgb"``: the booster prices NCHW
+    extraction chooses differently; every other roofline round the Xeon's, with its own peaks
+    and strided-conv shares); every other AVX-512
+    round is costed by the Xeon's learned model (``cost_model="xgb"``: the booster prices NCHW
     and NHWC convs apart, where the roofline ties them, so extraction can mix layouts).
     ``cost_target="cuda"``: every batch costed for CUDA instead (its own default families, and
     in the default flow the model learned on the H100's dlight kernels), the rest rotating
@@ -395,10 +397,11 @@ def pass_options(k: int, cost_target: str = "llvm") -> dict:
 
     avx512 = (k // 32) % 2 == 1
     learned = avx512 and (k // 64) % 2 == 1
+    roofline = AVX512_ROOFLINE[(k // 128) % 2]
     if cost_target not in COST_TARGETS:
         raise ValueError(f"cost_target={cost_target!r}: expected one of {COST_TARGETS}")
     return {
-        "target": CUDA if cost_target == "cuda" else (AVX512 if learned else AVX512_ROOFLINE) if avx512 else "llvm",
+        "target": CUDA if cost_target == "cuda" else (AVX512 if learned else roofline) if avx512 else "llvm",
         "cost_model": "xgb" if cost_target == "llvm" and learned else "auto",
         "flow": FLOWS[k % 2],
         "extractor": EXTRACTORS[(k // 2) % 4],
@@ -424,11 +427,13 @@ def _combined(progs: list[Program]):
 
 
 # what the pass costs for (it never builds for it): an AVX-512 CPU whose learned model is shipped,
-# for the rounds costed by a learned model; for the roofline's, the AVX-512 CPU whose tuned roofline
-# holds the most measured figures (libm calls, gathers, strided 1x1 convs: the last makes the pass
-# take subsample.egg's form, which the other CPUs' rooflines never do)
+# for the rounds costed by a learned model; for the roofline's, in turn, the two AVX-512 CPUs whose
+# tuned rooflines hold measured figures (libm calls, gathers, strided convs: their strided 1x1
+# shares make the pass take subsample.egg's form; the Xeon's strided 3x3 share prices convs of 16
+# or more input channels, which the generator's graphs seldom hold, so polyphase.egg's form is
+# checked by the adversarial extraction)
 AVX512 = {"kind": "llvm", "mcpu": "emeraldrapids"}
-AVX512_ROOFLINE = {"kind": "llvm", "mcpu": "znver5"}
+AVX512_ROOFLINE = ({"kind": "llvm", "mcpu": "znver5"}, {"kind": "llvm", "mcpu": "emeraldrapids"})
 CUDA = {"kind": "cuda", "arch": "sm_90"}  # what the pass costs for with --cost-target cuda
 COST_TARGETS = ("llvm", "cuda")
 BUILD_TARGET = {"kind": "llvm", "opt-level": 0}  # LLVM's -O0: a quarter of the build time, same arithmetic

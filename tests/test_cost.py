@@ -1439,3 +1439,24 @@ def test_a_strided_1x1_conv_computes_at_its_measured_share_of_the_conv_rate(mcpu
     assert not cost.strided_1x1("Conv2d", attrs, (x, three))
     grouped = (*attrs[:3], 32, *attrs[4:])  # the share was measured on dense convs only
     assert not cost.strided_1x1("Conv2d", grouped, (x, TensorTy((512, 8, 1, 1), F32)))
+
+
+def test_each_kind_of_strided_conv_names_a_machine_figure_and_a_family_and_a_conv_is_at_most_one():
+    """``cost.STRIDED_CONVS``: each kind's share is a ``Machine`` field, its family a rule file,
+    and the kinds' kernel sizes are disjoint (``strided_conv`` takes the first that matches, so
+    an overlap would price a conv at the wrong figure and report the wrong form)."""
+    from tvm_eqsat.rules import load_library
+
+    fields = {f.name for f in dataclasses.fields(cost.Machine)}
+    families = load_library().families
+    assert len({k.name for k in cost.STRIDED_CONVS}) == len(cost.STRIDED_CONVS)
+    for kind in cost.STRIDED_CONVS:
+        assert kind.share in fields and kind.family in families, kind
+    x = TensorTy((1, 64, 56, 56), F32)
+    attrs = ((2, 2), (0, 0, 0, 0), (1, 1), 1, "NCHW", "OIHW", "NCHW", "")
+    for side in range(1, 9):
+        w = (x, TensorTy((64, 64, side, side), F32))
+        matching = [k.name for k in cost.STRIDED_CONVS if k.matches("Conv2d", attrs, w)]
+        expected = "strided 1x1" if side == 1 else "strided 3x3" if side <= 4 else "strided wide"
+        assert matching == [expected] and cost.strided_conv("Conv2d", attrs, w).name == expected, side
+    assert cost.strided_conv("Conv2d", ((1, 1), *attrs[1:]), (x, TensorTy((64, 64, 3, 3), F32))) is None

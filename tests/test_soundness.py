@@ -470,18 +470,24 @@ def test_fuzz_can_cost_for_cuda():
         fuzz.pass_options(0, "rocm")
 
 
-def test_fuzz_costs_for_generic_code_zen5s_roofline_and_the_xeons_learned_model_in_turn():
+def test_fuzz_costs_for_generic_code_the_avx512_rooflines_and_the_xeons_learned_model_in_turn():
     """Rounds of 32 batches alternate generic x86-64 and AVX-512; the AVX-512 rounds alternate
-    the roofline, costed for Zen 5 (the CPU whose strided-conv rate, libm and gather costs were
-    measured), and the learned model shipped for the Xeon."""
-    opts = [fuzz.pass_options(k) for k in range(128)]
+    the roofline and the learned model shipped for the Xeon, and the roofline rounds alternate
+    the two CPUs whose strided-conv shares were measured, Zen 5 and the Xeon."""
+    opts = [fuzz.pass_options(k) for k in range(256)]
+    zen5, xeon = fuzz.AVX512_ROOFLINE
     assert [(o["target"], o["cost_model"]) for o in opts[::32]] == [
         ("llvm", "auto"),
-        (fuzz.AVX512_ROOFLINE, "auto"),
+        (zen5, "auto"),
+        ("llvm", "auto"),
+        (fuzz.AVX512, "xgb"),
+        ("llvm", "auto"),
+        (xeon, "auto"),
         ("llvm", "auto"),
         (fuzz.AVX512, "xgb"),
     ]
-    assert fuzz.AVX512_ROOFLINE["mcpu"] == "znver5" and fuzz.AVX512["mcpu"] == "emeraldrapids"
+    assert zen5["mcpu"] == "znver5" and xeon["mcpu"] == fuzz.AVX512["mcpu"] == "emeraldrapids"
+    assert all(opts[k]["target"] == opts[k - k % 32]["target"] for k in range(256))  # whole rounds
 
 
 @pytest.mark.slow  # 16 s on a 2-core Zen 3; the seeded llvm run above checks the same machinery

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -307,6 +307,40 @@ def strided_3x3(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> bool:
     return isinstance(data, TensorTy) and len(data.shape) == 4 and data.shape[1] >= STRIDED_3X3_MIN_CHANNELS
 
 
+@dataclass(frozen=True)
+class StridedConv:
+    """A kind of strided NCHW conv whose vectors gather, the ``Machine`` field holding the
+    measured share of the compute rate it runs at, and the family whose form avoids it."""
+
+    name: str  # the census key (describe.py)
+    matches: Callable[[str, tuple, Sequence[Ty | None]], bool]
+    share: str  # a Machine field; 1.0 (unmeasured) prices the conv as any other
+    family: str
+    form: str  # how the graph runs one the family rewrote, in the pass's report (describe.py)
+
+
+# disjoint kernel sizes: a conv is at most one kind (a strided 3x3 one lost to space_to_depth.egg,
+# where the roofline prefers it, is reported as polyphase's: both run it over the input's phases)
+STRIDED_CONVS = (
+    StridedConv("strided 1x1", strided_1x1, "strided_1x1_share", "subsample", "run at stride 1 on a subsampled input"),
+    StridedConv(
+        "strided wide",
+        strided_wide,
+        "strided_share",
+        "space_to_depth",
+        "run at stride 1 on the input's 2x2 phases as channels (space to depth)",
+    ),
+    StridedConv(
+        "strided 3x3", strided_3x3, "strided_3x3_share", "polyphase", "run at stride 1 over the input's 2x2 phases"
+    ),
+)
+
+
+def strided_conv(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> StridedConv | None:
+    """The kind of strided conv a node is, if any."""
+    return next((kind for kind in STRIDED_CONVS if kind.matches(op, attrs, in_tys)), None)
+
+
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
     """Which measured kind of compute kernel a node is (``_tuned_llvm_machines``), None for the rest."""
     if op == "Matmul":
@@ -376,12 +410,9 @@ class RooflineCostModel:
             return EPSILON_US + max(us, m.libm_us(op, out_ty))  # its libm calls, wherever FuseOps puts it
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
-        if m.strided_1x1_share < 1.0 and strided_1x1(op, attrs, in_tys):
-            work /= m.strided_1x1_share
-        elif m.strided_share < 1.0 and strided_wide(op, attrs, in_tys):
-            work /= m.strided_share
-        elif m.strided_3x3_share < 1.0 and strided_3x3(op, attrs, in_tys):
-            work /= m.strided_3x3_share
+        strided = strided_conv(op, attrs, in_tys)
+        if strided is not None:
+            work /= getattr(m, strided.share)
         busy = float(m.busy_us(work, traffic))
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .cost import strided_1x1, strided_3x3, strided_wide
+from .cost import STRIDED_CONVS, strided_conv
 from .fusion import fused_slices
 from .graph import TensorGraph
 from .ops import ERF_OPS
@@ -62,12 +62,9 @@ def census(graph: TensorGraph) -> Counter:
         if node.op == "Conv2d":
             counts[f"conv2d {node.attrs[4]}"] += 1
             in_tys = [graph.nodes[i].ty for i in node.inputs]
-            if strided_1x1(node.op, node.attrs, in_tys):
-                counts["strided 1x1"] += 1  # subsample.egg reads a subsample at stride 1 instead
-            elif strided_wide(node.op, node.attrs, in_tys):
-                counts["strided wide"] += 1  # space_to_depth.egg: a stride-1 conv over the input's phases
-            elif strided_3x3(node.op, node.attrs, in_tys):
-                counts["strided 3x3"] += 1  # polyphase.egg (and space_to_depth.egg): stride-1 convs over its phases
+            strided = strided_conv(node.op, node.attrs, in_tys)
+            if strided is not None:
+                counts[strided.name] += 1
         elif node.op in ("MaxPool2d", "AvgPool2d"):
             counts[f"pool {node.attrs[6]}"] += 1
         elif node.op == "BatchNorm":
@@ -177,14 +174,8 @@ def describe(before: Counter, after: Counter) -> list[str]:
     d = before["softmax"] - after["softmax"]
     if d > 0:
         out.append(f"{_n(d, 'softmax')} computed with TOPI's fast exp, no libm call")
-    d = before["strided 1x1"] - after["strided 1x1"]
-    if d > 0:
-        out.append(f"{_n(d, 'strided 1x1')} run at stride 1 on a subsampled input")
-    d = before["strided wide"] - after["strided wide"]
-    if d > 0:
-        out.append(f"{_n(d, 'strided wide')} run at stride 1 on the input's 2x2 phases as channels (space to depth)")
-    d = before["strided 3x3"] - after["strided 3x3"]
-    if d > 0:
-        # polyphase.egg's four convs, or space_to_depth.egg's one where the roofline prefers it
-        out.append(f"{_n(d, 'strided 3x3')} run at stride 1 over the input's 2x2 phases")
+    for kind in STRIDED_CONVS:
+        d = before[kind.name] - after[kind.name]
+        if d > 0:
+            out.append(f"{_n(d, kind.name)} {kind.form}")
     return out
