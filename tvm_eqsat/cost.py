@@ -411,8 +411,9 @@ class RooflineCostModel:
         work = 0.0 if op == OPAQUE else flops(op, attrs, in_tys, out_ty)
         m = self._machines.get(compute_class(op, attrs, in_tys), m) if self._machines else m
         strided = strided_conv(op, attrs, in_tys)
-        if strided is not None:
-            work /= getattr(m, strided.share)
+        share = getattr(m, strided.share) if strided is not None else 1.0
+        if share < 1.0:  # as before the table: a share above 1 measured nothing slower; priced as any conv
+            work /= share
         busy = float(m.busy_us(work, traffic))
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
