@@ -86,9 +86,11 @@ def conv_table(times: dict[str, dict[str, float]], args: dict[str, dict]) -> dic
     for build, kernels in times.items():
         conv_us = unmatched_us = 0.0
         for name, us in kernels.items():
-            key = conv_key(args[build].get(name, [])) if "conv2d" in name else None
+            if "conv2d" not in name:
+                continue
+            key = conv_key(args[build].get(name, []))
             if key is None:
-                unmatched_us += us if "conv2d" in name else 0.0
+                unmatched_us += us
                 continue
             cell = rows[key[0]].setdefault(build, {"us": 0.0, "layouts": []})
             cell["us"] += us
