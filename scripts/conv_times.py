@@ -38,16 +38,11 @@ LETTER = {"NCHW": "C", "NHWC": "H"}
 
 def kernel_args(mod: tvm.IRModule, target) -> dict[str, list[tuple[int, ...] | None]]:
     """Kernel name -> the shapes of its arguments and then of its result, as the build names
-    its kernels (the pipeline's fusion, which the MetaSchedule and default builds share)."""
-    passes = [
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-    ]
-    with tvm.target.Target(target), tvm.transform.PassContext(opt_level=3):
-        fused = tvm.transform.Sequential(passes)(mod)
+    its kernels (the target's legalization phase, ``tune.legalize_passes``, whose fusion the
+    MetaSchedule and default builds share)."""
+    tgt = tvm.target.Target(target)
+    with tgt, tvm.transform.PassContext(opt_level=3):
+        fused = tvm.transform.Sequential(tune.legalize_passes(tgt))(mod)
 
     def shape(expr):
         s = getattr(expr.ty, "shape", None)
