@@ -10,6 +10,8 @@ channel-major products (``winograd_f4_cm.egg``; ``--compare`` times another form
 same process).  With ``--family winograd_1d`` the layers are Inception-v3's 1x7, 7x1, 1x3 and
 3x1 convs instead, against their one-dimensional Winograd forms (``winograd_1d.egg``).  Each
 form is extracted with ``forms.rewritten_form`` whatever a cost model would choose.
+With ``--family winograd_nhwc`` the layers are built in NHWC (OHWI weights), the direct NHWC
+conv against ``winograd_nhwc.egg``'s F(4x4, 3x3) in NHWC.
 With ``--compare`` the pass chooses among all three forms, and its choice is right where
 that form ran within 2% of the fastest.  All are tuned with MetaSchedule (``--trials`` per
 kernel, one work database, so a rerun tunes nothing) or built with default schedules
@@ -53,7 +55,8 @@ from benchmark import MS_LOG_LEVEL  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # (name, channels in, spatial size, channels out[, kernel]): the distinct 3x3 stride-1 convs of
-# full-size ResNet-50 (conv2_x..conv5_x) and VGG-19 (conv1..conv5), and (for --family
+# full-size ResNet-50 (conv2_x..conv5_x), VGG-19 (conv1..conv5) and Inception-v3 (its stem's
+# Conv2d_2b, Mixed_5b's two 3x3 convs, Mixed_7b's 448 -> 384), and (for --family
 # winograd_1d) the 1x7, 7x1, 1x3 and 3x1 convs of full-size Inception-v3's Mixed_6b..7c blocks
 SHAPES = [
     ("resnet50-conv2", 64, 56, 64),
@@ -65,6 +68,10 @@ SHAPES = [
     ("vgg19-conv5", 512, 14, 512),
     ("vgg19-conv2", 128, 112, 128),
     ("vgg19-conv1", 64, 224, 64),
+    ("inception-2b-3x3", 32, 147, 64),
+    ("inception-5b-3x3", 64, 35, 96),
+    ("inception-5b-3x3-96", 96, 35, 96),
+    ("inception-7b-3x3", 448, 8, 384),
     ("inception-6b-1x7", 128, 17, 128, (1, 7)),
     ("inception-6b-7x1", 128, 17, 192, (7, 1)),
     ("inception-6c-1x7", 160, 17, 160, (1, 7)),
@@ -80,26 +87,34 @@ def kernel_of(shape) -> tuple[int, int]:
     return tuple(shape[4]) if len(shape) > 4 else (3, 3)
 
 
-def conv_layer(c: int, size: int, k: int, seed: int = 0, kernel: tuple[int, int] = (3, 3)):
+def conv_layer(c: int, size: int, k: int, seed: int = 0, kernel: tuple[int, int] = (3, 3), nhwc: bool = False):
     """conv2d(kernel, padded to keep the size) + relu on a (1, c, size, size) input, weights
-    bound; and the input."""
+    bound; and the input.  ``nhwc``: the layer in NHWC, (1, size, size, c), OHWI weights."""
     rng = np.random.default_rng(seed)
     kh, kw = kernel
     w = (rng.standard_normal((k, c, kh, kw)) / np.sqrt(kh * kw * c)).astype("float32")
-    x = relax.Var("x", relax.TensorType((1, c, size, size), "float32"))
+    shape, layouts = (1, c, size, size), {}
+    if nhwc:
+        w, shape, layouts = (
+            w.transpose(0, 2, 3, 1).copy(),
+            (1, size, size, c),
+            {"data_layout": "NHWC", "kernel_layout": "OHWI"},
+        )
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[kh // 2, kw // 2, kh // 2, kw // 2]))
+            y = bb.emit(relax.op.nn.conv2d(x, relax.const(w), padding=[kh // 2, kw // 2, kh // 2, kw // 2], **layouts))
             out = bb.emit_output(bb.emit(relax.op.nn.relu(y)))
         bb.emit_func_output(out)
-    return bb.get(), rng.standard_normal((1, c, size, size)).astype("float32")
+    return bb.get(), rng.standard_normal(shape).astype("float32")
 
 
-def _direct(kernel: tuple[int, int]):
-    """The layer's conv (the direct form, a ``kernel`` conv): avoided, so that the Winograd
-    form is extracted."""
-    return lambda op, attrs, in_tys: op == "Conv2d" and tuple(in_tys[1].shape[2:]) == tuple(kernel)
+def _direct(kernel: tuple[int, int], nhwc: bool = False):
+    """The layer's conv (the direct form, a ``kernel`` conv, OIHW or OHWI): avoided, so that
+    the Winograd form is extracted."""
+    axes = slice(1, 3) if nhwc else slice(2, 4)
+    return lambda op, attrs, in_tys: op == "Conv2d" and tuple(in_tys[1].shape[axes]) == tuple(kernel)
 
 
 # the Winograd families: the rules each is named with (winograd_cl covers even output
@@ -109,6 +124,7 @@ FAMILIES = {
     "winograd_cl": (["winograd_cl", "conv2d-winograd-f2-even"], ("conv2d-winograd-f2-cl",)),
     "winograd_f4": (["conv2d-winograd-f4-cl", "conv2d-winograd-f4-pad"], ("conv2d-winograd-f4-cl",)),
     "winograd_f4_cm": (["winograd_f4_cm", "conv2d-winograd-f4-pad"], ("conv2d-winograd-f4-cm",)),
+    "winograd_nhwc": (["winograd_nhwc"], ("conv2d-winograd-f4-nhwc",)),
     "winograd_1d": (
         ["winograd_1d"],
         ("conv2d-winograd-1x3", "conv2d-winograd-3x1", "conv2d-winograd-1x7", "conv2d-winograd-7x1"),
@@ -116,11 +132,15 @@ FAMILIES = {
 }
 
 
+# the families whose layers are built in NHWC (OHWI weights); the others' are NCHW
+NHWC_FAMILIES = ("winograd_nhwc",)
+
 FORM_NAMES = {
     "winograd": "Winograd F(2x2, 3x3)",
     "winograd_cl": "Winograd F(2x2, 3x3), channels-last tiles",
     "winograd_f4": "Winograd F(4x4, 3x3), channels-last tiles",
     "winograd_f4_cm": "Winograd F(4x4, 3x3), channel-major products",
+    "winograd_nhwc": "Winograd F(4x4, 3x3) in NHWC",
     "winograd_1d": "one-dimensional Winograd F(4, 3) or F(2, 7)",
 }
 
@@ -145,7 +165,7 @@ def _form(words: str) -> str:
     """The form a change or a family's name describes, as far as changes tell forms apart:
     the tile size, and for F(4x4) whether its products are channel-major."""
     tile = "F(4x4" if "F(4x4" in words else "F(2x2"
-    return tile + (" channel-major" if "channel-major" in words else "")
+    return tile + (" channel-major" if "channel-major" in words else "") + (" NHWC" if "NHWC" in words else "")
 
 
 FORMS = ("direct", "winograd", "compare")  # a row's forms: its times are "<form>_ms"
@@ -163,7 +183,7 @@ def right_choice(row: dict) -> bool:
 
 def winograd_form(mod, family: str = "winograd", kernel: tuple[int, int] = (3, 3)):
     rules, forms = FAMILIES[family]
-    new, applied, changed = rewritten_form(mod, rules, avoid=_direct(kernel))
+    new, applied, changed = rewritten_form(mod, rules, avoid=_direct(kernel, family in NHWC_FAMILIES))
     if not changed or not any(applied.get(rule) for rule in forms):
         raise RuntimeError(f"the {family} rules made no Winograd form here: {applied}")
     return new
@@ -198,7 +218,9 @@ def measure(
     target = target or {"kind": "llvm"}
     name, c, size, k = shape[:4]
     kernel = kernel_of(shape)
-    mod, x = conv_layer(c, size, k, kernel=kernel)
+    if compare and (compare in NHWC_FAMILIES) != (family in NHWC_FAMILIES):
+        raise ValueError(f"{family} and {compare} take layers of different layouts: no one layer to compare them on")
+    mod, x = conv_layer(c, size, k, kernel=kernel, nhwc=family in NHWC_FAMILIES)
     forms = {"direct": mod, "winograd": winograd_form(mod, family, kernel)}
     if compare:
         forms["compare"] = winograd_form(mod, compare, kernel)
@@ -256,7 +278,7 @@ def markdown(data: dict) -> str:
         + "; ".join(f"`{c}`" for c in data["commands"])
         + f".  Median of {data['repeat']} "
         "interleaved samples; conv + ReLU, batch 1, padded to keep the size (3x3 unless the layer says), "
-        "constant weights.",
+        "constant weights" + (", in NHWC (OHWI weights)." if data.get("family") in NHWC_FAMILIES else "."),
         "",
         "| layer | C, HxW, K | direct ms | Winograd ms | Winograd speedup | max rel diff | pass chooses "
         "(model, predicted) | right | compared form: ms (speedup) |",

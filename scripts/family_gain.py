@@ -50,6 +50,12 @@ def main() -> None:
         help="tuned flow: MetaSchedule database (default ~/.cache/tvm_eqsat/family-<target>)",
     )
     ap.add_argument(
+        "--cost-model",
+        default="auto",
+        help="the pass's cost_model (auto, roofline, xgb, or a model directory): it also decides the base "
+        "rule set, which holds the nhwc family only under a model that prices layouts",
+    )
+    ap.add_argument(
         "--kernels",
         type=int,
         default=0,
@@ -67,15 +73,23 @@ def main() -> None:
     model = (SMALL if args.small else MODELS)[args.model]()
     # the flow's default rule set on llvm (as the pass picks it with its default cost model),
     # less the family
-    cost = make_cost_model("auto", "llvm", args.flow, cpu_vector_bits(mcpu), mcpu)
+    cost = make_cost_model(args.cost_model, "llvm", args.flow, cpu_vector_bits(mcpu), mcpu)
     base = [f for f in default_families("llvm", args.flow, prices_layouts(cost)) if f != args.family]
-    row: dict = {"model": model.name, "flow": args.flow, "family": args.family, "passes": {}}
+    row: dict = {
+        "model": model.name,
+        "flow": args.flow,
+        "family": args.family,
+        "cost_model": args.cost_model,
+        "passes": {},
+    }
     if tuned:
         row.update(mcpu=mcpu, trials=args.trials, cpu_cache="cold" if args.cold_cache else "warm")
     mods = {} if tuned else {"stock": model.mod}
     for label, rules in (("eqsat", base), (f"eqsat+{args.family}", base + [args.family])):
         t = time.perf_counter()
-        new, report = optimize(model.mod, tvm.target.Target(target), flow=args.flow, rules=rules)
+        new, report = optimize(
+            model.mod, tvm.target.Target(target), flow=args.flow, rules=rules, cost_model=args.cost_model
+        )
         f = report.functions["main"]
         row["passes"][label] = {
             "seconds": round(time.perf_counter() - t, 1),

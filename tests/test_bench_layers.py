@@ -10,13 +10,15 @@ layers = load_script("bench_layers")
 @pytest.mark.parametrize("family", sorted(set(layers.FAMILIES) - {"winograd_1d"}))
 def test_the_winograd_form_is_extracted_whatever_the_cost(family):
     """A narrow conv with odd sides: no cost model would take Winograd here, the forced
-    extraction does (padded to even, cropped back), in either family's form."""
-    mod, _ = layers.conv_layer(4, 7, 6)
+    extraction does (padded to even, cropped back), in each family's form (winograd_nhwc's on
+    the layer in NHWC)."""
+    mod, _ = layers.conv_layer(4, 7, 6, nhwc=family in layers.NHWC_FAMILIES)
     new = layers.winograd_form(mod, family)
     ops = relax_ops(new)
     assert ops["relax.matmul"] == 3 and ops["relax.strided_slice"] == 1, ops
     # the tile transform (F(4x4)'s in two separable passes); the 3x3 conv is gone
-    assert ops["relax.nn.conv2d"] == (2 if family.startswith("winograd_f4") else 1)
+    f4 = family.startswith("winograd_f4") or family in layers.NHWC_FAMILIES
+    assert ops["relax.nn.conv2d"] == (2 if f4 else 1)
     assert_close(mod, new, rtol=1e-5)
 
 

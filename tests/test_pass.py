@@ -400,6 +400,23 @@ def test_a_winograd_conv_is_checked_and_reported_as_one_conv(rules, said, rtol):
     assert_close(mod, new, rtol=rtol)
 
 
+def test_an_nhwc_conv_takes_winograd_in_nhwc():
+    """winograd_nhwc on a model that is NHWC already: the roofline takes the NHWC Winograd form
+    of a wide 3x3 conv, the report names it as one conv with no transposes at layout boundaries
+    (its tiles and output stay channels last), and the values are the direct conv's."""
+    x = tensor("x", (1, 16, 16, 128))
+    w = const((128, 3, 3, 128))
+
+    def body(bb, x):
+        return R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=1, data_layout="NHWC", kernel_layout="OHWI")))
+
+    mod = module([x], body)
+    new, report = optimize(mod, "llvm", rules=["winograd_nhwc"], cost_model="roofline")
+    assert report.functions["main"].changes == ["1 conv as Winograd F(4x4, 3x3) in NHWC"]
+    assert relax_ops(new)["relax.matmul"] == 2 and relax_ops(new)["relax.permute_dims"] == 2
+    assert_close(mod, new, rtol=1e-4)
+
+
 def test_report_says_what_changed_in_words():
     """Counted on the graphs, not on the rules that fired: both batch norms fold, and the
     summary and the JSON say so."""

@@ -777,36 +777,57 @@ def conv2d_patchify_matmul(seed, positive):
 # ---- winograd: 3x3 convs as Winograd F(2x2, 3x3)
 
 
-def _winograd_direct(out: tuple[int, int], rule: str):
+def _winograd_direct(out: tuple[int, int], rule: str, nhwc: bool = False):
     """Cases for a Winograd form's rule: batch 1 and 2, padding 1 and 0, an ``out`` output
-    either way (square or not); negative: stride 2."""
+    either way (square or not); negative: stride 2.  ``nhwc``: the conv in NHWC (OHWI
+    weights)."""
 
     def build(seed, positive):
         rng = _rng(seed)
         n, c, k = 1 + seed % 2, int(rng.integers(2, 6)), int(rng.integers(2, 6))
         pad = 1 - seed % 2
         size = tuple(d + 2 * (1 - pad) for d in out)
-        x, w = tensor("x", (n, c, *size)), const((k, c, 3, 3), seed=seed)
+        x, w = _winograd_operands(n, c, k, size, seed, nhwc)
         stride = 1 if positive else 2
-        return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad)))), [rule]
+
+        def body(bb, x):
+            return R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, **_winograd_layouts(nhwc))))
+
+        return module([x], body), [rule]
 
     return build
 
 
-def _winograd_padded(inputs: tuple[tuple[int, int], ...], negative: tuple[int, int], rule: str):
+def _winograd_padded(inputs: tuple[tuple[int, int], ...], negative: tuple[int, int], rule: str, nhwc: bool = False):
     """Cases for the rule that computes a conv on the next size a Winograd form tiles:
     inputs ``inputs[seed % 2]`` (outputs one row and one column smaller), asymmetric padding
     (top 0, left 1, bottom 1, right 0); negative: input ``negative``, whose output the form
-    tiles already."""
+    tiles already.  ``nhwc``: the conv in NHWC (OHWI weights)."""
 
     def build(seed, positive):
         rng = _rng(seed)
         c, k = int(rng.integers(2, 5)), int(rng.integers(2, 5))
         h, v = inputs[seed % 2] if positive else negative
-        x, w = tensor("x", (1, c, h, v)), const((k, c, 3, 3), seed=seed)
-        return module([x], lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=(0, 1, 1, 0))))), [rule]
+        x, w = _winograd_operands(1, c, k, (h, v), seed, nhwc)
+
+        def body(bb, x):
+            return R.nn.relu(bb.emit(R.nn.conv2d(x, w, padding=(0, 1, 1, 0), **_winograd_layouts(nhwc))))
+
+        return module([x], body), [rule]
 
     return build
+
+
+def _winograd_operands(n: int, c: int, k: int, size: tuple[int, int], seed: int, nhwc: bool):
+    """A Winograd case's input and constant 3x3 weights, NCHW / OIHW or NHWC / OHWI."""
+    if nhwc:
+        return tensor("x", (n, *size, c)), const((k, 3, 3, c), seed=seed)
+    return tensor("x", (n, c, *size)), const((k, c, 3, 3), seed=seed)
+
+
+def _winograd_layouts(nhwc: bool) -> dict:
+    """The conv2d layout arguments of a Winograd case."""
+    return {"data_layout": "NHWC", "kernel_layout": "OHWI"} if nhwc else {}
 
 
 # ---- erf_rational: GELU's erf as a rational function
@@ -851,6 +872,9 @@ conv2d_winograd_f2_even = _winograd_padded(((8, 7), (7, 6)), (7, 7), "conv2d-win
 conv2d_winograd_f4_cl = _winograd_direct((8, 12), "conv2d-winograd-f4-cl")
 conv2d_winograd_f4_cm = _winograd_direct((8, 12), "conv2d-winograd-f4-cm")  # channel-major
 conv2d_winograd_f4_pad = _winograd_padded(((8, 7), (6, 9)), (9, 5), "conv2d-winograd-f4-pad")
+# the same in NHWC (winograd_nhwc.egg)
+conv2d_winograd_f4_nhwc = _winograd_direct((8, 12), "conv2d-winograd-f4-nhwc", nhwc=True)
+conv2d_winograd_f4_nhwc_pad = _winograd_padded(((8, 7), (6, 9)), (9, 5), "conv2d-winograd-f4-nhwc-pad", nhwc=True)
 
 
 def _winograd_1d(kernel: tuple[int, int], m: int, rule: str, padded: bool = False):
@@ -969,6 +993,8 @@ BUILDERS = {
     "conv2d-winograd-f4-cl": conv2d_winograd_f4_cl,
     "conv2d-winograd-f4-cm": conv2d_winograd_f4_cm,
     "conv2d-winograd-f4-pad": conv2d_winograd_f4_pad,
+    "conv2d-winograd-f4-nhwc": conv2d_winograd_f4_nhwc,
+    "conv2d-winograd-f4-nhwc-pad": conv2d_winograd_f4_nhwc_pad,
     **WINOGRAD_1D,
     "gelu-as-erf": gelu_as_erf,
     "erf-rational": erf_rational,
@@ -976,7 +1002,7 @@ BUILDERS = {
 }
 # rules that are not exact, with the relative difference they are tested within (each
 # rule's file states it); every other rule is tested within 1e-5
-TOLERANCE = {"conv2d-winograd-f4-cl": 1e-4, "conv2d-winograd-f4-cm": 1e-4}
+TOLERANCE = {"conv2d-winograd-f4-cl": 1e-4, "conv2d-winograd-f4-cm": 1e-4, "conv2d-winograd-f4-nhwc": 1e-4}
 TOLERANCE.update({name: 1e-4 for name in WINOGRAD_1D if not name.endswith("-pad")})
 
 
@@ -1008,6 +1034,7 @@ def test_rule_does_not_fire_when_guard_is_false(name):
         (["winograd_cl", "conv2d-winograd-f2-even"], "conv2d-winograd-f2-even", "conv2d-winograd-f2-cl", 1e-5, 1),
         (["winograd_f4"], "conv2d-winograd-f4-pad", "conv2d-winograd-f4-cl", 1e-4, 2),
         (["winograd_f4_cm", "conv2d-winograd-f4-pad"], "conv2d-winograd-f4-pad", "conv2d-winograd-f4-cm", 1e-4, 2),
+        (["nhwc", "winograd_nhwc"], "conv2d-winograd-f4-nhwc-pad", "conv2d-winograd-f4-nhwc", 1e-4, 2),
     ],
 )
 def test_winograd_family_on_odd_sides_and_batch_two(rules, pad, form, rtol, transforms):

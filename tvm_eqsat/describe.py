@@ -22,6 +22,7 @@ NAMES = {
     "matmul of a conv weight": ("conv as a matmul", "convs as matmuls"),
     "winograd": ("conv as Winograd F(2x2, 3x3)", "convs as Winograd F(2x2, 3x3)"),
     "winograd f4": ("conv as Winograd F(4x4, 3x3)", "convs as Winograd F(4x4, 3x3)"),
+    "winograd f4 nhwc": ("conv as Winograd F(4x4, 3x3) in NHWC", "convs as Winograd F(4x4, 3x3) in NHWC"),
     "winograd f4 cm": (
         "conv as Winograd F(4x4, 3x3), channel-major",
         "convs as Winograd F(4x4, 3x3), channel-major",
@@ -106,8 +107,9 @@ def _conv_weight(graph: TensorGraph, i: int) -> bool:
 def _winograd_key(graph: TensorGraph, out_transform, table: str) -> str:
     """Which Winograd form an output transform ends: F(2x2) or F(4x4), for F(4x4) whether
     its products are channel-major (the transformed weight is their first operand,
-    ``conv2d-winograd-f4-cm``) or channels-last (their second); or a one-dimensional one
-    (``winograd_1d.egg``: its table names F(m, r), as in ``winograd-1d-f2r7-output``)."""
+    ``conv2d-winograd-f4-cm``) or channels-last (their second), and whether its tiles are
+    cut from NHWC data (``winograd_nhwc.egg``); or a one-dimensional one (``winograd_1d.egg``:
+    its table names F(m, r), as in ``winograd-1d-f2r7-output``)."""
     if table.startswith("winograd-1d-"):
         return "winograd 1d " + table.split("-")[2]
     if not table.startswith("winograd-f4"):
@@ -116,7 +118,12 @@ def _winograd_key(graph: TensorGraph, out_transform, table: str) -> str:
     while product.op == "Reshape":
         product = graph.nodes[product.inputs[0]]
     cm = product.op == "Matmul" and _from_table(graph, product.inputs[0])
-    return "winograd f4 cm" if cm else "winograd f4"
+    if cm:
+        return "winograd f4 cm"
+    tiles = graph.nodes[product.inputs[0]] if product.op == "Matmul" else product
+    while tiles.op in ("Reshape", "Permute"):
+        tiles = graph.nodes[tiles.inputs[0]]
+    return "winograd f4 nhwc" if tiles.op == "Conv2d" and tiles.attrs[4] == "NHWC" else "winograd f4"
 
 
 def _from_table(graph: TensorGraph, i: int) -> bool:
@@ -142,7 +149,14 @@ def describe(before: Counter, after: Counter) -> list[str]:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
     as_winograd = 0
-    for key in ("winograd", "winograd f4", "winograd f4 cm", "winograd 1d f4r3", "winograd 1d f2r7"):
+    for key in (
+        "winograd",
+        "winograd f4",
+        "winograd f4 nhwc",
+        "winograd f4 cm",
+        "winograd 1d f4r3",
+        "winograd 1d f2r7",
+    ):
         n = max(after[key] - before[key], 0)
         if n:
             out.append(_n(n, key))

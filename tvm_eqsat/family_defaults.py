@@ -30,7 +30,7 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # of the pass without it on six models, 0.994x in geometric mean; the matmul form faster for 15 of
 # 49 convs, no shape pattern above the tuning lottery (benchmarks/results/conv-matmul-llvm-znver5-
 # cold-t32.md).
-OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
+OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "winograd_nhwc")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
 # 1.26x on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/
