@@ -163,7 +163,7 @@ def pass_choice(changes, family: str, compare: str | None = None) -> str:
 
 def _form(words: str) -> str:
     """The form a change or a family's name describes, as far as changes tell forms apart:
-    the tile size, and for F(4x4) whether its products are channel-major."""
+    the tile size, for F(4x4) whether its products are channel-major, and whether it is NHWC's."""
     tile = "F(4x4" if "F(4x4" in words else "F(2x2"
     return tile + (" channel-major" if "channel-major" in words else "") + (" NHWC" if "NHWC" in words else "")
 

@@ -71,8 +71,7 @@ def main() -> None:
     target, name = tune.llvm_target(mcpu), tune.target_name("llvm", mcpu, args.cold_cache)
     work_dir = args.work_dir or str(Path.home() / ".cache" / "tvm_eqsat" / f"family-{name}")
     model = (SMALL if args.small else MODELS)[args.model]()
-    # the flow's default rule set on llvm (as the pass picks it with its default cost model),
-    # less the family
+    # the flow's default rule set on llvm (as the pass picks it with --cost-model), less the family
     cost = make_cost_model(args.cost_model, "llvm", args.flow, cpu_vector_bits(mcpu), mcpu)
     base = [f for f in default_families("llvm", args.flow, prices_layouts(cost)) if f != args.family]
     row: dict = {
