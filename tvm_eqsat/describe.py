@@ -41,6 +41,9 @@ NAMES = {
     "strided 3x3": ("strided 3x3 conv", "strided 3x3 convs"),
 }
 
+# the Winograd forms' census keys (``_winograd_key``), in the order ``describe`` names them
+WINOGRAD_KEYS = tuple(key for key in NAMES if key.startswith("winograd"))
+
 
 def census(graph: TensorGraph) -> Counter:
     """How many of each kind of node worth naming the graph holds (constant ones fold away
@@ -149,14 +152,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
         convs_before -= as_matmuls
     as_winograd = 0
-    for key in (
-        "winograd",
-        "winograd f4",
-        "winograd f4 nhwc",
-        "winograd f4 cm",
-        "winograd 1d f4r3",
-        "winograd 1d f2r7",
-    ):
+    for key in WINOGRAD_KEYS:
         n = max(after[key] - before[key], 0)
         if n:
             out.append(_n(n, key))
