@@ -59,8 +59,8 @@ def kernel_args(mod: tvm.IRModule, target) -> dict[str, list[tuple[int, ...] | N
 
 def conv_key(args: list[tuple[int, ...] | None]) -> tuple[tuple[int, ...], str] | None:
     """A conv kernel's identity in NCHW terms (in channels, out channels, kernel height and
-    width, input and output height and width) and its layout ('NCHW' or 'NHWC'), read from
-    its data, weight (OIHW or OHWI) and result shapes; None where the shapes do not say."""
+    width, input and output height and width, groups) and its layout ('NCHW' or 'NHWC'), read
+    from its data, weight (OIHW or OHWI) and result shapes; None where the shapes do not say."""
     if len(args) < 3 or any(a is None or len(a) != 4 for a in (args[0], args[1], args[-1])):
         return None
     x, w, y = args[0], args[1], args[-1]
@@ -69,8 +69,8 @@ def conv_key(args: list[tuple[int, ...] | None]) -> tuple[tuple[int, ...], str] 
     if nchw == nhwc:
         return None
     if nchw:
-        return (x[1], w[0], w[2], w[3], x[2], x[3], y[2], y[3]), "NCHW"
-    return (x[3], w[0], w[1], w[2], x[1], x[2], y[1], y[2]), "NHWC"
+        return (x[1], w[0], w[2], w[3], x[2], x[3], y[2], y[3], x[1] // w[1]), "NCHW"
+    return (x[3], w[0], w[1], w[2], x[1], x[2], y[1], y[2], x[3] // w[3]), "NHWC"
 
 
 def conv_table(times: dict[str, dict[str, float]], args: dict[str, dict]) -> dict:
@@ -100,7 +100,7 @@ def conv_table(times: dict[str, dict[str, float]], args: dict[str, dict]) -> dic
 
 def markdown(doc: dict) -> str:
     builds = list(doc["totals"])
-    head = "| conv (cin, cout, kh, kw, in h, w, out h, w) | " + " | ".join(f"{b} us" for b in builds) + " |"
+    head = "| conv (cin, cout, kh, kw, in h, w, out h, w, groups) | " + " | ".join(f"{b} us" for b in builds) + " |"
     lines = [
         f"# In-model conv times: {doc['model']}, {doc['target_name']}, {doc['flow']} flow",
         "",

@@ -41,7 +41,8 @@ def _strided_studies() -> list[dict]:
 def test_shipped_calibrations_are_what_their_measurements_derive():
     """Every file of cost_models/machines/ is ``derive`` of the results it names (rerun
     ``scripts/calibrate_cpu.py --from-results`` after measuring again), each figure measured
-    apart is the share of the ``bench_strided.py`` results it names, and each figure no script
+    apart is the share of the ``bench_strided.py`` results it names (an NHWC / NCHW ratio, the
+    ``layout_ratios.py`` results' ratio of its kind), and each figure no script
     gives (``by_hand``) names a source that is shipped and says why; nothing else is priced."""
     files = sorted((ROOT / "cost_models" / "machines").glob("*.json"))
     assert {"emeraldrapids", "znver5", "znver3"} <= {p.stem for p in files}
@@ -64,6 +65,12 @@ def test_shipped_calibrations_are_what_their_measurements_derive():
         measured_apart = set()
         for source in doc["sources"][2:]:
             results = json.loads((ROOT / source).read_text())
+            if "kinds" in results:  # layout_ratios.py: each calibrated kind's NHWC / NCHW ratio
+                for kind, row in results["kinds"].items():
+                    if row["calibrated"]:
+                        assert doc["memory"][f"nhwc_{kind}"] == row["ratio"], (path.name, kind)
+                        measured_apart.add(f"nhwc_{kind}")
+                continue
             figure = figures[results["study"]]
             assert doc["memory"][figure] == _bench_strided().mean_share(results["rows"]), (path.name, figure)
             measured_apart.add(figure)

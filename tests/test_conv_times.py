@@ -14,8 +14,14 @@ conv_times = load_script("conv_times")
 def test_a_conv_reads_as_one_identity_in_either_layout_and_an_ambiguous_one_as_none():
     nchw = [(1, 64, 56, 56), (128, 64, 3, 3), (1, 128, 28, 28)]  # stride 2
     nhwc = [(1, 56, 56, 64), (128, 3, 3, 64), (1, 28, 28, 128)]
-    assert conv_times.conv_key(nchw) == ((64, 128, 3, 3, 56, 56, 28, 28), "NCHW")
-    assert conv_times.conv_key(nhwc) == ((64, 128, 3, 3, 56, 56, 28, 28), "NHWC")
+    assert conv_times.conv_key(nchw) == ((64, 128, 3, 3, 56, 56, 28, 28, 1), "NCHW")
+    assert conv_times.conv_key(nhwc) == ((64, 128, 3, 3, 56, 56, 28, 28, 1), "NHWC")
+    # a depthwise conv: one input channel per group
+    assert conv_times.conv_key([(1, 32, 28, 28), (32, 1, 3, 3), (1, 32, 28, 28)])[0][-1] == 32
+    assert conv_times.conv_key([(1, 28, 28, 32), (32, 3, 3, 1), (1, 28, 28, 32)]) == (
+        (32, 32, 3, 3, 28, 28, 28, 28, 32),
+        "NHWC",
+    )
     # a fused epilogue's bias between the weight and the result does not change the reading
     assert conv_times.conv_key([nhwc[0], nhwc[1], (1, 1, 1, 128), nhwc[2]])[1] == "NHWC"
     # every axis 8 wide: both readings fit, so the shapes do not say

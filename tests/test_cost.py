@@ -273,6 +273,9 @@ def test_a_learned_model_without_channels_last_kernels_does_not_price_layouts():
     nchw_only = cost.LearnedCostModel(KernelModel(None, {}, {'{"op": "Conv2d", "NCHW": 1}': 5.0}), "llvm")
     assert not cost.prices_layouts(nchw_only)
     assert not cost.prices_layouts(cost.make_cost_model("roofline", "llvm"))
+    # the Xeon's calibration holds its NHWC ratios (layout_ratios.py): its tuned roofline prices layouts
+    assert cost.prices_layouts(cost.make_cost_model("roofline", "llvm", "tuned", 512, "emeraldrapids"))
+    assert not cost.prices_layouts(cost.make_cost_model("roofline", "llvm", "tuned", 512, "znver5"))
     assert cost.prices_layouts(cost.make_cost_model("xgb", "llvm", "tuned"))
 
 
@@ -1460,3 +1463,47 @@ def test_each_kind_of_strided_conv_names_a_machine_figure_and_a_family_and_a_con
         expected = "strided 1x1" if side == 1 else "strided 3x3" if side <= 4 else "strided wide"
         assert matching == [expected] and cost.strided_conv("Conv2d", attrs, w).name == expected, side
     assert cost.strided_conv("Conv2d", ((1, 1), *attrs[1:]), (x, TensorTy((64, 64, 3, 3), F32))) is None
+
+
+def test_an_nhwc_conv_costs_its_kinds_measured_ratio_of_the_nchw_one(monkeypatch):
+    """``Machine.nhwc_*``: where a CPU's calibration holds a kind's NHWC/NCHW time ratio, an NHWC
+    conv of that kind costs the ratio times the NCHW one (its weights OHWI); kinds not measured,
+    strided dense convs and NCHW convs keep the roofline's price, the same in both layouts."""
+    memory = {"bandwidth_gbs": 16.0, "nhwc_1x1_wide": 0.5, "nhwc_depthwise": 0.8, "nhwc_square_narrow": 1.25}
+    calibrated = {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, memory)}
+    monkeypatch.setattr(cost, "measured_cpus", lambda: calibrated)
+    model = cost.RooflineCostModel("llvm", "tuned", 256, "znver3")
+    plain = cost.RooflineCostModel("llvm", "tuned", 256, "generic")
+
+    def pair(m, c, k, side, kernel, stride=1, groups=1):
+        out = (side + stride - 1) // stride
+        pad = (kernel[0] // 2, kernel[1] // 2) * 2
+        costs = []
+        for layout, wl in (("NCHW", "OIHW"), ("NHWC", "OHWI")):
+            x = (1, c, side, side) if layout == "NCHW" else (1, side, side, c)
+            y = (1, k, out, out) if layout == "NCHW" else (1, out, out, k)
+            w = (k, c // groups, *kernel) if wl == "OIHW" else (k, *kernel, c // groups)
+            attrs = ((stride, stride), pad, (1, 1), groups, layout, wl, layout, "")
+            xt, wt, yt = TensorTy(x, F32), TensorTy(w, F32), TensorTy(y, F32)
+            costs.append(m.node_cost("Conv2d", attrs, (xt, wt), yt, False) - m.machine.launch_us)
+            if layout == "NHWC":
+                assert cost.layout_class("Conv2d", attrs, (xt, wt), yt) == cost.layout_class(
+                    "Conv2d",
+                    (*attrs[:4], "NCHW", "OIHW", "NCHW", ""),
+                    (TensorTy((1, c, side, side), F32), TensorTy((k, c // groups, *kernel), F32)),
+                    TensorTy((1, k, out, out), F32),
+                )
+        return costs[1] / costs[0]
+
+    assert pair(model, 64, 64, 56, (1, 1)) == pytest.approx(0.5, rel=1e-3)  # 1x1_wide
+    assert pair(model, 64, 64, 14, (1, 1)) == pytest.approx(1.0, rel=1e-3)  # 1x1_narrow: not measured here
+    assert pair(model, 64, 64, 14, (3, 3)) == pytest.approx(1.25, rel=1e-3)  # square_narrow
+    assert pair(model, 64, 64, 56, (3, 3), groups=64) == pytest.approx(0.8, rel=1e-3)  # depthwise
+    assert pair(model, 64, 64, 56, (3, 3), stride=2, groups=64) == pytest.approx(0.8, rel=1e-3)
+    assert pair(model, 64, 128, 56, (3, 3), stride=2) == pytest.approx(1.0, rel=1e-3)  # strided dense: none
+    assert pair(plain, 64, 64, 56, (1, 1)) == pytest.approx(1.0, rel=1e-3)  # uncalibrated: alike
+    assert cost.prices_layouts(model) and not cost.prices_layouts(plain)  # so the nhwc family runs
+    assert cost.layout_kind((1, 7), (1, 1), 1, 128, 17 * 17) == "asymmetric"
+    assert cost.layout_kind((6, 1), (4, 1), 64, 1, 56 * 14) is None  # a Winograd input transform
+    assert cost.layout_kind((3, 3), (1, 1), 32, 4, 56 * 56) is None  # grouped, not depthwise
+    assert cost.layout_class("Matmul", (), (), None) is None

@@ -23,6 +23,8 @@ import numpy as np
 log = logging.getLogger("tvm_eqsat")
 
 COMPUTE_CLASSES = ("matmul", "conv", "depthwise")
+# the kinds of conv whose NHWC over NCHW time a calibration may hold (``cost.layout_kind``)
+LAYOUT_CLASSES = ("1x1_wide", "1x1_narrow", "square_wide", "square_narrow", "asymmetric", "depthwise")
 # the figures besides the compute peaks a calibration may set (``cost.Machine``'s fields)
 MEMORY_KEYS = frozenset(
     {
@@ -34,6 +36,7 @@ MEMORY_KEYS = frozenset(
         "strided_1x1_share",
         "strided_share",
         "strided_3x3_share",
+        *(f"nhwc_{kind}" for kind in LAYOUT_CLASSES),
     }
 )
 CACHE_BYTES = 16 << 20  # the tuned llvm machines' cache tier: a kernel whose traffic fits streams at cache_gbs

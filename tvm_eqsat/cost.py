@@ -53,6 +53,14 @@ class Machine:
     strided_1x1_share: float = 1.0  # of its class's compute rate, a strided NCHW 1x1 conv (``strided_1x1``)
     strided_share: float = 1.0  # the same, a strided NCHW conv with a 5x5 or wider kernel (``strided_wide``)
     strided_3x3_share: float = 1.0  # the same, a strided NCHW conv with a 2x2 to 4x4 kernel (``strided_3x3``)
+    # an NHWC conv's time over the same conv's in NCHW, per kind of conv (``layout_class``):
+    # in-model times of both layouts tuned, averaged over the kind (scripts/layout_ratios.py)
+    nhwc_1x1_wide: float = 1.0
+    nhwc_1x1_narrow: float = 1.0
+    nhwc_square_wide: float = 1.0
+    nhwc_square_narrow: float = 1.0
+    nhwc_asymmetric: float = 1.0
+    nhwc_depthwise: float = 1.0
 
     def libm_us(self, op: str, out_ty) -> float:
         """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
@@ -341,6 +349,63 @@ def strided_conv(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> StridedC
     return next((kind for kind in STRIDED_CONVS if kind.matches(op, attrs, in_tys)), None)
 
 
+# Layouts.  The roofline priced an NHWC conv like the NCHW one, but tuned, the two run apart,
+# and which is faster depends on the kind of conv.  In-model times of six of the suite's CNNs
+# on the Xeon, each built stock in NCHW twice (with and without its batch norms folded: two
+# tunings of its convs) and with ConvertLayout in NHWC, 32 trials (scripts/conv_times.py,
+# scripts/layout_ratios.py; benchmarks/results/layout-ratios-llvm-emeraldrapids-t32.md): one
+# conv's NHWC over NCHW time is at the noise of its tuning (the same NCHW conv tuned twice
+# differs by a median 1.11-1.51x per model), but averaged over a kind of conv the ratio holds
+# across models: a stride-1 1x1 conv with a 28x28 or larger output runs 0.80x the time in NHWC
+# (34 convs of five models), one with a smaller output 1.04x (42), a square (3x3 to 7x7) one
+# 1.03x with a wide output (17) and 1.30x with a narrow one (7), Inception's 1x7 and 7x1 convs
+# 0.82x (12), MobileNet-v2's depthwise convs 0.64x (10).  ``layout_kind`` names the kind; a CPU's
+# calibration file holds the ratios it measured (``Machine.nhwc_*``), 1.0 elsewhere.  Strided
+# dense convs have none: the strided NCHW shares already price them (the NHWC ones do not
+# gather), and grouped ones were too few.
+LAYOUT_CLASSES = calibration.LAYOUT_CLASSES
+WIDE_OUTPUT = 28 * 28  # output pixels from which a conv is "wide"
+
+
+def layout_kind(kernel: Sequence[int], strides: Sequence[int], groups: int, per_group: int, out_pixels: int):
+    """The kind of conv whose NHWC/NCHW time ratio ``Machine`` holds (``LAYOUT_CLASSES``), from
+    its kernel (height, width), strides, groups, input channels per group and output pixels;
+    None for the rest (strided dense convs, grouped ones, a Winograd form's transforms)."""
+    kh, kw = kernel
+    if groups > 1:  # depthwise: a square kernel of 3 or more, one channel per group, stride 1 or 2
+        return "depthwise" if per_group == 1 and kh == kw >= 3 and max(strides) <= 2 else None
+    if max(strides) > 1:
+        return None
+    wide = out_pixels >= WIDE_OUTPUT
+    if kh == kw == 1:
+        return "1x1_wide" if wide else "1x1_narrow"
+    if kh == kw:
+        return "square_wide" if wide else "square_narrow"
+    return "asymmetric" if min(kh, kw) == 1 else None
+
+
+def layout_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None) -> str | None:
+    """``layout_kind`` of a Conv2d node in either layout (None for any other node)."""
+    if op != "Conv2d" or len(in_tys) < 2 or not isinstance(in_tys[1], TensorTy) or not isinstance(out_ty, TensorTy):
+        return None
+    strides, groups, kernel_layout, out_layout = attrs[0], attrs[3], attrs[5], attrs[6]
+    w, out = in_tys[1].shape, out_ty.shape
+    if len(w) != 4 or len(out) != 4 or not {"H", "W", "I"} <= set(kernel_layout) or "H" not in out_layout:
+        return None
+    kernel = (w[kernel_layout.index("H")], w[kernel_layout.index("W")])
+    pixels = out[out_layout.index("H")] * out[out_layout.index("W")]
+    return layout_kind(kernel, strides, groups, w[kernel_layout.index("I")], pixels)
+
+
+def nhwc_ratio(m: Machine, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None) -> float:
+    """What an NHWC conv's time is over the NCHW one's on machine ``m`` (1.0: not measured, or
+    not an NHWC conv)."""
+    if op != "Conv2d" or attrs[4] != "NHWC":
+        return 1.0
+    kind = layout_class(op, attrs, in_tys, out_ty)
+    return getattr(m, f"nhwc_{kind}") if kind is not None else 1.0
+
+
 def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | None:
     """Which measured kind of compute kernel a node is (``_tuned_llvm_machines``), None for the rest."""
     if op == "Matmul":
@@ -414,7 +479,7 @@ class RooflineCostModel:
         share = getattr(m, strided.share) if strided is not None else 1.0
         if share < 1.0:  # as before the table: a share above 1 measured nothing slower; priced as any conv
             work /= share
-        busy = float(m.busy_us(work, traffic))
+        busy = float(m.busy_us(work, traffic)) * nhwc_ratio(m, op, attrs, in_tys, out_ty)
         if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
             if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
                 busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
@@ -503,9 +568,13 @@ class LearnedCostModel:
 
 def prices_layouts(cost_model) -> bool:
     """Whether ``cost_model`` can tell an NHWC conv from the NCHW one: a learned model whose
-    measurements include channels-last convs (the roofline prices both alike)."""
+    measurements include channels-last convs, or a tuned roofline whose CPU's calibration holds
+    NHWC ratios (``Machine.nhwc_*``; without them the roofline prices both alike)."""
     kernels = getattr(cost_model, "kernels", None)
-    return kernels is not None and any('"NHWC"' in key for key in getattr(kernels, "measured", {}))
+    if kernels is not None:
+        return any('"NHWC"' in key for key in getattr(kernels, "measured", {}))
+    machines = getattr(cost_model, "_machines", None) or {}
+    return any(getattr(m, f"nhwc_{kind}") != 1.0 for m in machines.values() for kind in LAYOUT_CLASSES)
 
 
 COST_MODELS = ("auto", "xgb", "roofline")

@@ -11,7 +11,10 @@ from .rules import load_library
 # (which prices an NHWC conv like the NCHW one) small mobilenet-v2, tuned flow, spent 27 s in
 # extraction and chose the same graph; with the default-flow model they lifted the small conv
 # models from 0.950x to 0.994x of the best stock build (resnet50 0.80x -> 1.01x) and stayed out
-# of mobilenet-v2, where stock's whole-model NHWC loses (benchmarks/results/llvm-default-small[-nhwc].md)
+# of mobilenet-v2, where stock's whole-model NHWC loses (benchmarks/results/llvm-default-small[-nhwc].md).
+# A tuned roofline prices layouts where its CPU's calibration holds NHWC ratios (cost.py, Layouts):
+# on the Xeon, full-size MobileNet-v2 and ResNet-50 with the family ran 1.173x and 1.188x over
+# stock+tvm, the best stock variant (llvm-emeraldrapids-tuned-t32-layout.md)
 NEEDS_LAYOUT_COSTS = ("nhwc",)
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
@@ -53,7 +56,10 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # all seven (layers-winograd-llvm-znver3-cold-tuned-t32-1d.md); end to end, Inception-v3's Mixed_6c
 # block 1.075x and 1.146x, whole Inception-v3 1.085x and 1.073x, each timing inside the other
 # form's p10-p90 spread (family-winograd_1d-llvm-znver3-cold-tuned-t32.json): a gain, likely, but
-# not one this VM's timing can separate from noise, so it stays off in the tuned flow.
+# not one that VM's cold timing could separate from noise.  On the Xeon (emeraldrapids, 32 trials,
+# tuned and timed warm), whole Inception-v3 ran 85.84 against 95.11 ms without it (1.108x, p10-p90
+# ranges apart; 26 convs as F(2, 7), 8 as F(4, 3); family-winograd_1d-llvm-emeraldrapids-tuned-
+# t32.json), so it is on in the llvm tuned flow too.  CUDA: not measured.
 # erf_rational (GELU's erf as a rational function: no libm call per element), llvm tuned flow:
 # full-size BERT-base 1.072x and ViT-B/16 1.053x over their best stock variants (Zen 5, 32 trials,
 # cold; before it 0.998x and 1.001x), their GELU kernels 17.0 -> 0.5-1.3 ms and 14.2 -> 0.85 ms
@@ -112,7 +118,7 @@ FLOW_ONLY = {
     "fast_math": (("llvm", "tuned"),),
     "winograd": (("llvm", "default"),),
     "winograd_f4": (("llvm", "default"), ("llvm", "tuned")),
-    "winograd_1d": (("llvm", "default"),),
+    "winograd_1d": (("llvm", "default"), ("llvm", "tuned")),
 }
 # families off for some (target kind, build flow), where they were measured to lose and no
 # cost model can see why (see each family's file)
