@@ -14,7 +14,9 @@ from .rules import load_library
 # of mobilenet-v2, where stock's whole-model NHWC loses (benchmarks/results/llvm-default-small[-nhwc].md).
 # A tuned roofline prices layouts where its CPU's calibration holds NHWC ratios (cost.py, Layouts):
 # on the Xeon, full-size MobileNet-v2 and ResNet-50 with the family ran 1.173x and 1.188x over
-# stock+tvm, the best stock variant (llvm-emeraldrapids-tuned-t32-layout.md)
+# stock+tvm, the best stock variant (llvm-emeraldrapids-tuned-t32-layout.md); against the pass
+# without it, SqueezeNet 1.004x and VGG-19 1.007x, no timed model slower (family-nhwc-llvm-
+# emeraldrapids-tuned-t32.json)
 NEEDS_LAYOUT_COSTS = ("nhwc",)
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
