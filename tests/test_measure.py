@@ -610,6 +610,51 @@ def test_a_record_tvm_cannot_read_back_is_set_aside_and_the_database_still_opens
     assert (tmp_path / tuning_db.REJECTED_RECORDS).read_text().splitlines() == [bad]
 
 
+def test_masks_are_tuned_on_random_zeros_and_ones_and_indices_on_zeros():
+    """A where's mask takes both branches while tuning (zeros only timed the masked-out one
+    and kept a softmax schedule 200x slower on a real mask); wider integers stay in bounds."""
+    fill, dev = tune._random_fill(), tvm.cpu()
+    for dtype in ("int8", "bool"):
+        got = tune._alloc(("TENSOR", dtype, [256]), dev, fill).numpy().astype(int)
+        assert set(np.unique(got)) == {0, 1}
+    assert not tune._alloc(("TENSOR", "int64", [256]), dev, fill).numpy().any()
+    assert np.ptp(tune._alloc(("TENSOR", "float32", [256]), dev, fill).numpy()) > 0
+
+
+def test_records_of_mask_kernels_timed_on_zero_masks_are_dropped_once(tmp_path, caplog):
+    """A folder tuned before masks were filled at random loses its mask kernels' records and
+    budgets (so they are tuned again) and keeps the rest; marked, it is left alone after."""
+    from tvm import te
+
+    def prim(dtype):
+        m, x = te.placeholder((4, 4), dtype, name="M"), te.placeholder((4, 4), name="X")
+        keep = m[0, 0] > tvm.tirx.const(0, dtype) if dtype != "float32" else m[0, 0] > 0.0
+        out = te.compute((4, 4), lambda i, j: tvm.tirx.Select(keep, x[i, j], tvm.tirx.const(0.0)), name="B")
+        return tvm.IRModule({"main": te.create_prim_func([m, x, out])})
+
+    db = tuning_db.open_database(tmp_path)
+    budgets = {}
+    for dtype in ("int8", "float32"):
+        mod = prim(dtype)
+        sch = tvm.s_tir.Schedule(mod)
+        args = tvm.s_tir.meta_schedule.arg_info.ArgInfo.from_prim_func(mod["main"])
+        db.commit_tuning_record(
+            tvm.s_tir.meta_schedule.database.TuningRecord(
+                sch.trace, db.commit_workload(mod), [1e-3], tvm.target.Target("llvm"), args
+            )
+        )
+        budgets[f"fused_{dtype}-{tuning_db.kernel_hash(mod)}"] = 8
+    tuning_db.write_budgets(tmp_path, budgets)
+    with caplog.at_level("WARNING", logger="tvm_eqsat"):
+        assert tuning_db.drop_zero_mask_records(tmp_path) == 1
+    assert "dropped 1 tuning records of 1 kernels with mask arguments" in caplog.text
+    assert len(tuning_db.open_database(tmp_path)) == 1
+    kept = (tmp_path / tuning_db.DATABASE_FILES[1]).read_text()
+    assert '"float32",[4,4]' in kept and "int8" not in kept
+    assert list(tuning_db.read_budgets(tmp_path)) == [f"fused_float32-{tuning_db.kernel_hash(prim('float32'))}"]
+    assert tuning_db.drop_zero_mask_records(tmp_path) == 0  # marked: records tuned from now on stay
+
+
 def test_a_kernel_with_fewer_schedules_than_the_budget_says_so(tmp_path, caplog):
     """An element-wise kernel has a handful of distinct schedules: its search stops before
     the budget, and the log says why the progress bar stopped short (a 2,991-trial Inception-v3

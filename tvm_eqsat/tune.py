@@ -35,8 +35,10 @@ from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture
 from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 
 from .tuning_db import (
+    MASK_DTYPES,
     budgets_by_hash,
     claim_cache,
+    drop_zero_mask_records,
     kernel_hash,
     open_database,
     read_budgets,
@@ -243,11 +245,14 @@ def default_builder(timeout_s: float = 30.0, target: Any = None) -> PyBuilder:
 
 
 def _alloc(info, device, fill):
-    """Random floats; zeros for integers, which are often indices (random ones would
+    """Random floats; random 0s and 1s for masks (``MASK_DTYPES``: a ``where`` runs both
+    of its branches); zeros for wider integers, which are often indices (random ones would
     read out of bounds and crash this process, as ``take`` in fast mode does)."""
     _, dtype, shape = info
     arr = tvm.runtime.empty(shape=shape, dtype=dtype, device=device)
-    if "int" in dtype or dtype == "bool":
+    if dtype in MASK_DTYPES:
+        arr.copyfrom(np.random.default_rng(0).integers(0, 2, size=shape).astype(dtype))
+    elif "int" in dtype:
         arr.copyfrom(np.zeros(shape, dtype=dtype))
     else:
         fill(arr)
@@ -480,6 +485,7 @@ def tune(
             f"cold_cache times kernels with the CPU's caches flushed: for llvm targets, not {target.kind.name}"
         )
     claim_cache(work_dir, "cold" if cold_cache else "warm")
+    drop_zero_mask_records(work_dir)
     database = open_database(work_dir)
     pending, n_tasks = _pending(mod, target, work_dir, trials, database)
     if not pending:

@@ -125,6 +125,64 @@ def _set_aside_unreadable_records(path: Path) -> int:
     return len(rejected)
 
 
+# A kernel's 1-byte integer and bool arguments are masks (a ``where``'s condition), not
+# indices; the tuning runner fills them with random 0s and 1s (``tune._alloc``).  It filled
+# them with zeros until 2026-12-04, so the tuner timed only the masked-out branch and kept
+# schedules that recompute a softmax's sums per element where the mask keeps a value:
+# BERT-base's masked softmax on the Xeon ran 50 us on zero masks, 10.5 ms on the model's
+# mask of ones (ours; TVM's own fast softmax 515 us, tuned 27 us).  Records tuned that way
+# are dropped once per folder (``drop_zero_mask_records``), so their kernels are tuned again.
+MASK_DTYPES = ("bool", "int8", "uint8")
+INPUTS_FILE = "tvm_eqsat_inputs.json"  # {"masks": "random01"}: how the folder's mask arguments were filled
+
+
+def has_mask_args(args_info: list) -> bool:
+    """Does a record's ``args_info`` (its JSON: ``[["TENSOR", dtype, shape], ...]``) hold a mask?"""
+    return any(len(a) > 1 and a[1] in MASK_DTYPES for a in args_info)
+
+
+def drop_zero_mask_records(work_dir: str | os.PathLike) -> int:
+    """Drop the records (and budgets) of kernels with mask arguments from a folder tuned
+    before masks were filled at random (no ``INPUTS_FILE``), so ``tune`` tunes them again;
+    mark the folder.  Returns the number of records dropped (0 for a marked folder)."""
+    path = Path(work_dir)
+    marker = path / INPUTS_FILE
+    if marker.is_file():
+        return 0
+    path.mkdir(parents=True, exist_ok=True)
+    records_file = path / DATABASE_FILES[1]
+    dropped: list[int] = []
+    if records_file.is_file():
+        kept = []
+        for line in records_file.read_text().splitlines():
+            if not line.strip():
+                continue
+            index, record = json.loads(line)
+            if has_mask_args(record[3]):
+                dropped.append(index)
+            else:
+                kept.append(line)
+        if dropped:
+            workload_lines = (path / DATABASE_FILES[0]).read_text().splitlines()
+            hashes = {
+                kernel_hash(ms.database.Workload.from_json(json.loads(workload_lines[i])).mod) for i in set(dropped)
+            }
+            tmp = records_file.with_suffix(".tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            os.replace(tmp, records_file)
+            budgets = read_budgets(path)
+            write_budgets(path, {k: n for k, n in budgets.items() if k.rsplit("-", 1)[1] not in hashes})
+            log.warning(
+                "%s: dropped %d tuning records of %d kernels with mask arguments, timed on zero masks only; "
+                "they are tuned again",
+                path,
+                len(dropped),
+                len(hashes),
+            )
+    marker.write_text(json.dumps({"masks": "random01"}) + "\n")
+    return len(dropped)
+
+
 def has_database(directory: str | os.PathLike) -> bool:
     """Does ``directory`` hold tuning records, as JSON or gzipped (a committed database)?"""
     path = Path(directory)
