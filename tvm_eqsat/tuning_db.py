@@ -322,6 +322,7 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
     if not has_database(seed):
         return 0
     claim_cache(work_dir, database_cache(seed))
+    drop_zero_mask_records(work_dir)  # before copying: the seed's mask kernels, tuned on random masks, stay
     src, dst = read_database(seed), open_database(work_dir)
     seed_budgets = read_budgets(seed)
     if trials is not None:
