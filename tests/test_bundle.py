@@ -580,3 +580,21 @@ def test_a_timed_candidate_is_recorded_only_where_its_trace_replays_on_the_store
     same = bundle_of(first, "first")
     assert len(batch_tune.record_results(same, same / "results.json", tmp_path / "db")) == 1
     assert len(tuning_db.open_database(tmp_path / "db")) == 1
+
+
+def test_device_inputs_fill_masks_with_zeros_and_ones_and_indices_with_zeros():
+    """A zero mask times only a ``where``'s masked-out branch (BERT's softmax kept a schedule
+    200x slower on a real mask), so the device's inputs, like the tuner's, fill masks at random."""
+    import numpy as np
+
+    from tvm_eqsat import bundle_runner as runner
+    from tvm_eqsat import tuning_db
+
+    specs = [((64, 64), "float32"), ((64, 64), "bool"), ((64, 64), "int8"), ((8,), "int64"), ((4, 4), "float32")]
+    a, mask, mask8, ids, w = runner.input_values(np, specs, weights=1)
+    again = runner.input_values(np, specs, weights=1)
+    assert all(np.array_equal(x, y) for x, y in zip([a, mask, mask8, ids, w], again))  # build side == device side
+    assert mask.dtype == np.bool_ and 0.3 < mask.mean() < 0.7
+    assert set(np.unique(mask8)) == {0, 1} and not ids.any()
+    assert a.std() > 0.5 and w.std() < 0.2  # weights scaled down
+    assert tuning_db.MASK_DTYPES == runner.MASK_DTYPES

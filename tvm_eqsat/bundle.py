@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from . import provenance
+from . import bundle_runner, provenance
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -260,10 +260,7 @@ def build_bundle(
                 "repeat": e.repeat,
             }
             if expected and not weights:
-                rng = np.random.default_rng(0)  # the device run's inputs: the same seed, the same order
-                inputs = [
-                    rng.standard_normal(s).astype(d) if "float" in d else np.zeros(s, d) for s, d in row["inputs"]
-                ]
+                inputs = bundle_runner.input_values(np, row["inputs"])  # the device run's inputs
                 np.save(out / f"{stem}.expected.npy", verify.run(e.mod, inputs)[0])
                 row["expected"] = f"{stem}.expected.npy"
             manifest["entries"].append(row)

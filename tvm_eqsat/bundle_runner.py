@@ -133,20 +133,33 @@ def _device(tvm, kind: str):
     return tvm.cuda(0) if kind == "cuda" else tvm.cpu(0)
 
 
-def _args(tvm, np, specs, dev, weights: int = 0) -> list:
-    """Random arguments (the build's expected outputs used the same seed and order);
-    the last ``weights`` are weights, scaled down to keep deep models finite."""
+MASK_DTYPES = ("bool", "int8", "uint8")  # arguments filled with random 0s and 1s (tuning_db reads it)
+
+
+def input_values(np, specs, weights: int = 0) -> list:
+    """Random inputs for ``specs`` ((shape, dtype) pairs), the same on the build machine
+    (the expected outputs) and on the device: floats from a normal, the last ``weights``
+    scaled down to keep deep models finite; masks (``MASK_DTYPES``) random 0s and 1s, so
+    a ``where`` takes both branches (a zero mask times only the masked-out one); zeros for
+    wider integers, which are often indices."""
     rng = np.random.default_rng(0)
     out = []
     for i, (shape, dtype) in enumerate(specs):
-        if "float" not in dtype:
+        if dtype in MASK_DTYPES:
+            value = rng.integers(0, 2, size=shape).astype(dtype)
+        elif "float" not in dtype:
             value = np.zeros(shape, dtype)
         else:
             value = rng.standard_normal(shape).astype(dtype)
             if i >= len(specs) - weights:
                 value *= np.asarray(0.05, dtype)
-        out.append(tvm.runtime.tensor(value, dev))
+        out.append(value)
     return out
+
+
+def _args(tvm, np, specs, dev, weights: int = 0) -> list:
+    """``input_values`` on the device (the build's expected outputs used the same)."""
+    return [tvm.runtime.tensor(v, dev) for v in input_values(np, specs, weights)]
 
 
 def _stats(samples_ms: list[float]) -> dict:

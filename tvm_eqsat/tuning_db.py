@@ -4,8 +4,9 @@ record themselves.
 A folder holds one database: the workloads and records (``DATABASE_FILES``), the largest
 trial budget each kernel was tuned with (``BUDGETS``, so a resumed run tunes only what it
 lacks), whether its candidates were timed with warm or cold caches (``CACHE_FILE``; the
-two do not compare), and how long a trial took there (``PACE``, for the next run's
-estimate).  The benchmark commits pruned, gzipped copies (``prune_database``);
+two do not compare), how long a trial took there (``PACE``, for the next run's
+estimate), and how its mask arguments were filled (``INPUTS_FILE``: records timed on zero
+masks are dropped once).  The benchmark commits pruned, gzipped copies (``prune_database``);
 ``read_database`` reads those and ``seed_database`` starts a new folder from them.
 """
 
@@ -20,6 +21,8 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm.s_tir import meta_schedule as ms
+
+from . import bundle_runner
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -132,7 +135,7 @@ def _set_aside_unreadable_records(path: Path) -> int:
 # BERT-base's masked softmax on the Xeon ran 50 us on zero masks, 10.5 ms on the model's
 # mask of ones (ours; TVM's own fast softmax 515 us, tuned 27 us).  Records tuned that way
 # are dropped once per folder (``drop_zero_mask_records``), so their kernels are tuned again.
-MASK_DTYPES = ("bool", "int8", "uint8")
+MASK_DTYPES = bundle_runner.MASK_DTYPES  # one list for the tuner and the device bundles
 INPUTS_FILE = "tvm_eqsat_inputs.json"  # {"masks": "random01"}: how the folder's mask arguments were filled
 
 
