@@ -12,11 +12,20 @@ Models (``kind`` column): ``real`` ones are PyTorch models imported through
 Relax and grown with our rules; ``synthetic`` ones are e-graphs generated here,
 without egglog, to reach sizes our rules do not grow real models to (many
 parallel-matmul groups, every merge of each group, merged bias adds, commuted
-twins).  The ILP rows: ``ilp`` (shrunk, warm-started, HiGHS default gap),
-``ilp_1pct`` (the same, stopping within 1% of the bound) and ``ilp_noshrink``
-(no problem shrinking, for comparison; same warm start).
+twins).  The ILP rows: ``ilp`` (shrunk, warm-started, HiGHS default gap, stopping
+after ``ilp.STALL_S`` seconds without a better graph: what the pass runs), ``ilp_1pct``
+(the same, stopping within 1% of the bound), ``ilp_noshrink`` (no problem shrinking, for
+comparison; same warm start) and ``ilp_patient`` (no stall rule: the whole ``--ilp-limit``).
+
+With ``--from-pass`` the e-graphs are the ones the pass itself extracts from: each model
+(``tvm_eqsat.models``, full size unless ``--small``) goes through ``tvm_eqsat.optimize``
+for ``--target`` (a kind), ``--mcpu`` and ``--flow``, targets made as ``benchmark.py`` makes
+them, with the pass's default rule families and cost model for those, and each
+block's snapshot and node costs are taken where the pass extracts (``kind`` ``pass``):
 
     python scripts/bench_extract.py
+    python scripts/bench_extract.py --from-pass --mcpu emeraldrapids --flow tuned \
+        --models squeezenet resnet50 --ilps ilp ilp_patient --out benchmarks/results/extract-pass.csv
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import argparse
 import csv
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -42,10 +52,15 @@ from tvm_eqsat.ilp import ilp
 
 FIELDS = [
     "model", "kind", "block", "enodes", "eclasses", "grow_s", "cost_s", "extractor",
-    "extract_s", "dag_cost_us", "vs_ilp", "ilp_vars", "ilp_status", "ilp_gap",
+    "extract_s", "dag_cost_us", "vs_ilp", "ilp_vars", "ilp_status", "ilp_gap", "ilp_improvements",
 ]  # fmt: skip
 HEURISTICS = [m for m in EXTRACTORS if m != "ilp"]
-ILPS = {"ilp": {}, "ilp_1pct": {"rel_gap": 1e-2}, "ilp_noshrink": {"shrink": False}}
+ILPS = {
+    "ilp": {},
+    "ilp_1pct": {"rel_gap": 1e-2},
+    "ilp_noshrink": {"shrink": False},
+    "ilp_patient": {"stall_s": math.inf},
+}
 
 
 # ---------------------------------------------------------------- real models
@@ -144,6 +159,35 @@ def real_snapshots(name: str, node_limit: int):
         yield i, snap, [snap.root_of[nid] for _, nid in graph.outputs], grow_s
 
 
+def pass_snapshots(name: str, small: bool, kind: str, mcpu: str, flow: str):
+    """(block index, snapshot, roots, seconds to grow, node cost) for each block the pass
+    extracts from when it optimizes the model for the benchmark's target (``kind``, ``mcpu``)
+    and ``flow`` with its defaults."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from benchmark import make_target
+
+    import tvm_eqsat
+    from tvm_eqsat import transform
+
+    target = make_target(kind, "", mcpu)
+    model = (models.SMALL if small else models.MODELS)[name]()
+    captured = []
+    extract_in_pass = transform.extract
+
+    def capture(snap, roots, node_cost, method, budget):
+        captured.append((snap, roots, node_cost))
+        return extract_in_pass(snap, roots, node_cost, "dag_local", budget)
+
+    transform.extract = capture
+    try:
+        _, report = tvm_eqsat.optimize(model.mod, target, flow=flow, validate=False)
+    finally:
+        transform.extract = extract_in_pass
+    grow_s = sum(f.seconds.get("grow", 0.0) for f in report.functions.values())
+    for block, (snap, roots, node_cost) in enumerate(captured):
+        yield block, snap, roots, grow_s / len(captured), node_cost
+
+
 # ---------------------------------------------------------------- synthetic e-graphs
 
 
@@ -232,9 +276,9 @@ SYNTHETIC = {  # name -> generator arguments
 # ---------------------------------------------------------------- measuring
 
 
-def bench_snapshot(name, kind, block, snap, roots, grow_s, cost, ilp_limit, repeat) -> list[dict]:
+def bench_snapshot(name, kind, block, snap, roots, grow_s, raw, ilp_limit, repeat, ilps=tuple(ILPS)) -> list[dict]:
+    """Every heuristic and the ``ilps`` on one snapshot, priced by ``raw`` (a NodeCost)."""
     t = time.perf_counter()
-    raw = snapshot_node_cost(snap, cost, roots)
     cached = {(c, k): raw(c, node) for c, nodes in enumerate(snap.classes) for k, node in enumerate(nodes)}
     index = {id(node): k for nodes in snap.classes for k, node in enumerate(nodes)}
     cost_s = time.perf_counter() - t
@@ -250,12 +294,12 @@ def bench_snapshot(name, kind, block, snap, roots, grow_s, cost, ilp_limit, repe
             choice = extract(snap, roots, node_cost, method, ilp_limit)
             times.append(time.perf_counter() - t)
         results[method] = (statistics.median(times), choice_cost(snap, choice, roots, node_cost), {})
-    for method, options in ILPS.items():
-        info: dict = {}
+    for method in ilps:
+        options, info = ILPS[method], {}
         t = time.perf_counter()
         choice = ilp(snap, node_cost, roots, ilp_limit, info=info, **options)
         results[method] = (time.perf_counter() - t, choice_cost(snap, choice, roots, node_cost), info)
-    base = results["ilp"][1]
+    base = results["ilp"][1] if "ilp" in results else min(dag for _, dag, _ in results.values())
     rows = []
     for method, (seconds, dag, info) in results.items():
         gap = info.get("gap")
@@ -275,6 +319,7 @@ def bench_snapshot(name, kind, block, snap, roots, grow_s, cost, ilp_limit, repe
                 "ilp_vars": info.get("ilp_nodes", ""),
                 "ilp_status": info.get("status", ""),
                 "ilp_gap": "" if gap is None else f"{gap:.1e}",
+                "ilp_improvements": info.get("improvements", ""),
             }
         )
     return rows
@@ -286,20 +331,31 @@ def main(argv=None) -> None:
     parser.add_argument("--node-limit", type=int, default=20000)
     parser.add_argument("--ilp-limit", type=float, default=60.0)
     parser.add_argument("--repeat", type=int, default=5, help="runs of each heuristic (median reported)")
+    parser.add_argument("--ilps", nargs="+", choices=list(ILPS), default=list(ILPS), help="ILP variants to run")
+    parser.add_argument("--from-pass", action="store_true", help="the e-graphs the pass extracts from (models by name)")
+    parser.add_argument("--small", action="store_true", help="with --from-pass: the small variants of the models")
+    parser.add_argument("--target", default="llvm", help="with --from-pass: the pass's target kind")
+    parser.add_argument("--mcpu", default="generic", help="with --from-pass: the llvm target's CPU, as benchmark.py")
+    parser.add_argument("--flow", default="tuned", help="with --from-pass: the pass's build flow")
     parser.add_argument("--out", default="benchmarks/results/extract-llvm.csv")
     args = parser.parse_args(argv)
     cost = make_cost_model("roofline", "llvm")
     rows = []
     for name in tqdm(args.models, desc="models"):
-        if name in SYNTHETIC:
+        if args.from_pass:
+            graphs, kind = pass_snapshots(name, args.small, args.target, args.mcpu, args.flow), "pass"
+        elif name in SYNTHETIC:
             t = time.perf_counter()
             snap, roots = synthetic_egraph(**SYNTHETIC[name])
-            graphs = [(0, snap, roots, time.perf_counter() - t)]
+            graphs = [(0, snap, roots, time.perf_counter() - t, None)]
             kind = "synthetic"
         else:
-            graphs, kind = real_snapshots(name, args.node_limit), "real"
-        for block, snap, roots, grow_s in graphs:
-            rows.extend(bench_snapshot(name, kind, block, snap, roots, grow_s, cost, args.ilp_limit, args.repeat))
+            graphs, kind = ((*g, None) for g in real_snapshots(name, args.node_limit)), "real"
+        for block, snap, roots, grow_s, node_cost in graphs:
+            priced = node_cost or snapshot_node_cost(snap, cost, roots)
+            rows.extend(
+                bench_snapshot(name, kind, block, snap, roots, grow_s, priced, args.ilp_limit, args.repeat, args.ilps)
+            )
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
@@ -307,7 +363,9 @@ def main(argv=None) -> None:
         writer.writerows(rows)
     sidecar = {
         **provenance.record(),
-        "cost_model": "roofline (llvm)",
+        "cost_model": f"the pass's default for {args.target} -mcpu={args.mcpu}, {args.flow} flow"
+        if args.from_pass
+        else "roofline (llvm)",
         "node_limit": args.node_limit,
         "node_limits_per_model": {k: v for k, (_, v) in REAL.items() if v},
         "ilp_time_limit_s": args.ilp_limit,

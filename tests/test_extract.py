@@ -8,7 +8,7 @@ import pytest
 
 from tvm_eqsat.egraph import ENode, Snapshot
 from tvm_eqsat.extract import EXTRACTORS, choice_cost, dag_local, extract, greedy_dag, greedy_tree
-from tvm_eqsat.ilp import ilp
+from tvm_eqsat.ilp import StallWatch, ilp
 
 
 def snap_of(classes):
@@ -198,6 +198,17 @@ def test_ilp_stops_when_it_stalls_on_its_start():
     best = choice_cost(snap, ilp(snap, cost, roots, start=start, info=patient), roots, cost)
     assert stalled["stalled"] and stalled["status"] == "Interrupted by user" and quick <= start_cost
     assert patient["status"] == "Optimal" and not patient["stalled"] and best < 0.8 * start_cost
+
+
+def test_the_stall_clock_restarts_at_each_better_solution():
+    """A solve that improved once must still stop when it stalls after (full-size squeezenet ran
+    the pass's whole time limit for one improvement found at 1.2 s)."""
+    watch = StallWatch(best=10.0, stall_s=5.0)
+    assert not watch.stalled(4.9) and watch.stalled(5.1)
+    watch.found(9.0, 3.0)  # better than the start: the clock restarts
+    assert not watch.stalled(7.9) and watch.stalled(8.1)
+    watch.found(9.0, 8.0)  # no better than the best so far: it does not
+    assert watch.stalled(8.1) and watch.improvements == 1
 
 
 def test_dag_local_out_of_time_returns_the_dag_greedy_answer():
