@@ -13,8 +13,9 @@ choice needs (is this conv faster in NHWC, or with its batch norm folded, where 
         --variants stock stock+nhwc eqsat --out benchmarks/results/conv-times-inception-v3
     python scripts/conv_times.py resnet50 --small --variants stock stock+nhwc   # default schedules
 
-The tuned flow tunes whatever kernel the database lacks (``--trials`` each), as
-``benchmark.py`` does. Writes ``<out>.json`` and ``<out>.md``.
+The tuned flow first copies in the committed kernels of this target at ``--trials``
+(``benchmarks/tuning/``, unless ``--no-seed``) and tunes whatever kernel the database
+still lacks (``--trials`` each), as ``benchmark.py`` does. Writes ``<out>.json`` and ``<out>.md``.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from pathlib import Path
 import tvm
 from tvm import relax
 
-from tvm_eqsat import make_options, models, timing, tune
+from tvm_eqsat import make_options, models, timing, tune, tuning_db
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import VARIANTS, default_work_dir, make_variant  # noqa: E402
+from benchmark import TUNING_DIR, VARIANTS, default_work_dir, make_variant  # noqa: E402
 
 LETTER = {"NCHW": "C", "NHWC": "H"}
 
@@ -126,6 +127,16 @@ def markdown(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed(work_dir: str, name: str, trials: int) -> int:
+    """Copy into ``work_dir`` the committed kernels of target ``name`` (``benchmarks/tuning/``)
+    tuned at ``trials``, as ``benchmark.py`` does, so a build on a new machine tunes only what
+    they lack.  Returns how many were copied."""
+    n = tuning_db.seed_database(work_dir, TUNING_DIR / name, trials)
+    if n:
+        print(f"{n} tuned kernels from benchmarks/tuning/{name}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", choices=sorted(models.MODELS))
@@ -135,6 +146,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--trials", type=int, default=32, help="tuned flow: MetaSchedule trials a kernel lacking one gets")
     ap.add_argument("--mcpu", default="generic", help="the CPU to compile for ('host': this one)")
     ap.add_argument("--work-dir", default=None, help="tuned flow: the database (default: benchmark.py's)")
+    ap.add_argument("--no-seed", action="store_true", help="tuned flow: do not copy in the committed kernels")
     ap.add_argument("--cost-model", default="auto", help="the eqsat variants' cost model")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--runs", type=int, default=5)
@@ -147,6 +159,8 @@ def main(argv: list[str] | None = None) -> dict:
     model = (models.SMALL if args.small else models.MODELS)[args.model]()
     options = make_options(cost_model=args.cost_model, flow=args.flow).to_dict()
     work_dir = args.work_dir or default_work_dir(name)
+    if args.flow == "tuned" and not args.no_seed:
+        seed(work_dir, name, args.trials)
     exes, shapes = {}, {}
     for variant in args.variants:
         v = make_variant(variant, model.mod, target, options)

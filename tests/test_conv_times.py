@@ -47,3 +47,14 @@ def test_stock_and_stock_nhwc_convs_are_matched_and_timed_in_their_layouts(tmp_p
         assert 0 < t["shared_conv_us"] <= t["conv_us"] <= t["total_us"] and t["unmatched_conv_us"] == 0
     assert json.loads(stem.with_suffix(".json").read_text())["shared"] == doc["shared"]
     assert "| stock+nhwc |" in stem.with_suffix(".md").read_text()
+
+
+def test_the_tuned_flow_starts_from_the_committed_kernels(tmp_path):
+    """On a new machine the tuned flow must not tune from scratch what benchmarks/tuning holds
+    (full-size NASNet-A: 53 kernels a build, 7 of them missing there)."""
+    target = tune.tuning_target(tune.llvm_target("generic"))
+    mod = models.SMALL["squeezenet"]().mod
+    work = str(tmp_path / "ms")
+    assert conv_times.seed(work, tune.target_name("llvm", "generic"), 64) > 0
+    todo, n = tune.pending_tasks(mod, target, work, 64)
+    assert n > 0 and not todo
