@@ -183,7 +183,7 @@ def pass_snapshots(name: str, small: bool, kind: str, mcpu: str, flow: str):
         _, report = tvm_eqsat.optimize(model.mod, target, flow=flow, validate=False)
     finally:
         transform.extract = extract_in_pass
-    grow_s = sum(f.seconds.get("grow", 0.0) for f in report.functions.values())
+    grow_s = sum(f.seconds.get("grow", 0.0) for f in report.functions.values())  # the report's, over all blocks
     for block, (snap, roots, node_cost) in enumerate(captured):
         yield block, snap, roots, grow_s / len(captured), node_cost
 
@@ -339,6 +339,8 @@ def main(argv=None) -> None:
     parser.add_argument("--flow", default="tuned", help="with --from-pass: the pass's build flow")
     parser.add_argument("--out", default="benchmarks/results/extract-llvm.csv")
     args = parser.parse_args(argv)
+    if args.from_pass and set(args.models) - set(models.MODELS):
+        parser.error(f"--from-pass takes models of tvm_eqsat.models: {sorted(models.MODELS)}")
     cost = make_cost_model("roofline", "llvm")
     rows = []
     for name in tqdm(args.models, desc="models"):
