@@ -1,5 +1,6 @@
 """Extractors on small hand-made e-graphs: exactness, sharing, acyclicity."""
 
+import csv
 import itertools
 import math
 import random
@@ -239,7 +240,7 @@ def test_unknown_extractor_is_a_value_error():
 
 # ---- end to end: the merge rules and the extractors on Relax graphs
 
-from helpers import assert_close, const, module, relax_ops, tensor  # noqa: E402
+from helpers import assert_close, const, load_script, module, relax_ops, tensor  # noqa: E402
 from tvm import relax  # noqa: E402
 from tvm.relax import op as R  # noqa: E402
 
@@ -345,3 +346,21 @@ def _live_classes(choice, roots):
             seen.add(c)
             todo.extend(choice[c].children)
     return seen
+
+
+def test_bench_extract_prices_the_pass_own_egraphs(tmp_path):
+    """``bench_extract.py --from-pass`` extracts from the snapshot and costs the pass extracted
+    from (its own families and cost model), and leaves the pass's extractor as it found it."""
+    from tvm_eqsat import transform
+
+    bench = load_script("bench_extract")
+    before = transform.extract
+    out = tmp_path / "x.csv"
+    bench.main(["--from-pass", "--models", "resnet-block", "--flow", "default", "--ilps", "ilp", "--repeat", "1",
+                "--ilp-limit", "10", "--out", str(out)])  # fmt: skip
+    assert transform.extract is before
+    rows = {r["extractor"]: r for r in csv.DictReader(out.open())}
+    assert {r["kind"] for r in rows.values()} == {"pass"} and set(rows) == {*bench.HEURISTICS, "ilp"}
+    assert float(rows["ilp"]["dag_cost_us"]) <= float(rows["dag_local"]["dag_cost_us"]) + 1e-6
+    assert float(rows["dag_local"]["dag_cost_us"]) <= float(rows["greedy"]["dag_cost_us"]) + 1e-6
+    assert int(rows["ilp"]["enodes"]) > 0 and rows["ilp"]["ilp_improvements"] != ""
