@@ -50,6 +50,8 @@ from tvm_eqsat.extract import EXTRACTORS, choice_cost, extract, snapshot_node_co
 from tvm_eqsat.graph import TensorTy
 from tvm_eqsat.ilp import ilp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmark.py's targets, for --from-pass
+
 FIELDS = [
     "model", "kind", "block", "enodes", "eclasses", "grow_s", "cost_s", "extractor",
     "extract_s", "dag_cost_us", "vs_ilp", "ilp_vars", "ilp_status", "ilp_gap", "ilp_improvements",
@@ -163,8 +165,7 @@ def pass_snapshots(name: str, small: bool, kind: str, mcpu: str, flow: str):
     """(block index, snapshot, roots, seconds to grow, node cost) for each block the pass
     extracts from when it optimizes the model for the benchmark's target (``kind``, ``mcpu``)
     and ``flow`` with its defaults."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from benchmark import make_target
+    from benchmark import make_target  # (scripts/ is on the path: see the imports)
 
     import tvm_eqsat
     from tvm_eqsat import transform

@@ -142,6 +142,7 @@ class StallWatch:
 
     def __init__(self, best: float, stall_s: float) -> None:
         self.best, self.stall_s, self.last_s, self.improvements = best, stall_s, 0.0, 0
+        self.interrupted = False  # set by the solver callback that acted on ``stalled``
 
     def found(self, value: float, now_s: float) -> None:
         """A solution of cost ``value`` at ``now_s`` seconds into the solve."""
@@ -153,27 +154,26 @@ class StallWatch:
         return now_s - self.last_s > self.stall_s
 
 
-def _stall_stop(h, start_cost: float, stall_s: float) -> dict:
+def _stall_stop(h, start_cost: float, stall_s: float) -> StallWatch:
     """Interrupt the solve once ``stall_s`` seconds have passed without a solution better than
-    the best so far (``StallWatch``).  Returns the watch's state."""
+    the best so far.  Returns the watch."""
     import highspy
 
     kinds = highspy.cb.HighsCallbackType
     watch = StallWatch(start_cost, stall_s)
-    state = {"stalled": False, "watch": watch}
     t0 = time.perf_counter()
 
     def callback(kind, _message, data_out, data_in, _user):
         if kind == kinds.kCallbackMipImprovingSolution:
             watch.found(data_out.objective_function_value, time.perf_counter() - t0)
         elif kind == kinds.kCallbackMipInterrupt and watch.stalled(time.perf_counter() - t0):
-            state["stalled"] = True
+            watch.interrupted = True
             data_in.user_interrupt = True
 
     h.setCallback(callback, None)
     h.startCallback(kinds.kCallbackMipImprovingSolution)
     h.startCallback(kinds.kCallbackMipInterrupt)
-    return state
+    return watch
 
 
 def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap, stall_s=math.inf):
@@ -212,8 +212,7 @@ def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap, stall_s=math.
         "warm_start": x0 is not None,
     }
     if watch is not None:
-        outcome["stalled"] = watch["stalled"]
-        outcome["improvements"] = watch["watch"].improvements
+        outcome["stalled"], outcome["improvements"] = watch.interrupted, watch.improvements
     return x, outcome
 
 
