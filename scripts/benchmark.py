@@ -21,15 +21,20 @@ For each model and target these variants are built and timed against each other:
 * ``stock+nhwc`` ``ConvertLayout`` of every conv to NHWC (models with convolutions);
 * ``stock-aa``   stock tuned again, independently (another seed, its own database): the
                  A/A control of the tuned flow;
+* ``stock+nhwc-aa`` stock+nhwc tuned the same way (asked for only): the A/A control of the
+                 NHWC kernels, where stock+nhwc is the variant to beat, and the second
+                 tuning of each conv in NHWC that the cost model's NCHW/NHWC choice pairs
+                 need for their measured ceiling (``train_cost_model.py --aa-database``);
 * ``eqsat``      ``tvm_eqsat.optimize(mod, target)`` first (its report is recorded: pass
                  seconds, e-nodes, rules applied, predicted cost before/after), then the same build;
 * ``eqsat+tvm``  TVM's graph passes, then the pass (a user who turns on both gets both).
 
-A variant whose module is another's (stock+nhwc without convolutions, stock-aa untuned, a
+A variant whose module is another's (stock+nhwc without convolutions, an A/A control untuned, a
 rewrite that changed nothing) is neither built nor timed again: its row is that variant's,
 marked in ``notes``.  The Markdown compares the fastest eqsat variant with the fastest stock
 variant of each model and marks the speedups inside the model's noise floor (the p10-p90
-half-spread of stock's samples; in the tuned flow also stock against stock-aa).
+half-spread of stock's samples; in the tuned flow also stock against stock-aa, and
+stock+nhwc against stock+nhwc-aa where both were timed).
 
 Flows: ``default`` builds with the stock pipeline (untuned loops on llvm, dlight on CUDA);
 ``tuned`` tunes every variant's kernels with MetaSchedule (same per-kernel trial budget for
@@ -116,10 +121,12 @@ log = logging.getLogger("benchmark")
 
 ROOT = Path(__file__).resolve().parent.parent
 MS_LOG_LEVEL = logging.WARNING  # MetaSchedule's console output; INFO with --verbose
-STOCK_VARIANTS = ("stock", "stock+cpm", "stock+tvm", "stock+fast", "stock+nhwc", "stock-aa")
+STOCK_VARIANTS = ("stock", "stock+cpm", "stock+tvm", "stock+fast", "stock+nhwc", "stock-aa", "stock+nhwc-aa")
 EQSAT_VARIANTS = ("eqsat", "eqsat+tvm")
 VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS)
-DEFAULT_VARIANTS = tuple(v for v in VARIANTS if v != "stock+fast")  # see stock+fast above
+# the A/A controls: a variant tuned again (another seed, its own database), never a stock variant of its own
+AA_VARIANTS = {"stock-aa": "stock", "stock+nhwc-aa": "stock+nhwc"}
+DEFAULT_VARIANTS = tuple(v for v in VARIANTS if v not in ("stock+fast", "stock+nhwc-aa"))  # see the list above
 # TVM's own graph-level passes for an inference model with bound weights, in the order a
 # user applies them: batch norms folded into convs before the rest are decomposed into
 # element-wise ops, constants folded, common subexpressions merged, parallel matmuls
@@ -139,7 +146,7 @@ NHWC = {"relax.nn.conv2d": ["NHWC", "OHWI"]}  # stock+nhwc: TVM's ConvertLayout,
 # kernel time 0.977x in geometric mean; benchmarks/results/ms-overhead-llvm.md)
 POPULATION = 128
 COLD_CACHE = False  # --cold-cache: kernels timed with their weights flushed from the caches while tuning
-AA_SEED = 1  # stock-aa: stock tuned again, independently (its own database, another seed)
+AA_SEED = 1  # the A/A controls (AA_VARIANTS): tuned again, independently (their own database, another seed)
 FIELDS = [
     "model", "variant", "median_ms", "p10_ms", "p90_ms", "max_abs_diff", "pass_seconds",
     "max_rel_diff", "torch_max_rel_diff", "speedup_vs_stock", "predicted_speedup", "changed",
@@ -257,6 +264,10 @@ def _twin(v: Variant, built: dict[str, Variant], flow: str) -> str | None:
 
     if v.name == "stock-aa":
         return "stock" if flow != "tuned" else None
+    if v.name == "stock+nhwc-aa":  # untuned: stock+nhwc; no convolution to convert: stock-aa
+        if flow != "tuned":
+            return "stock+nhwc"
+        return "stock-aa" if not v.changed and "stock-aa" in built else None
     if v.name == "stock+nhwc" and not v.changed:  # no convolution to convert
         return "stock"
     bases = {
@@ -283,7 +294,7 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
     if name == "stock+fast":
         new, applied = tvm_graph_passes(mod, target, (*TVM_PASSES, "FastMathTransform"))
         return Variant(name, new, time.perf_counter() - t, changed=bool(applied), rules_fired=";".join(applied))
-    if name == "stock+nhwc":
+    if name in ("stock+nhwc", "stock+nhwc-aa"):
         with target, tvm.transform.PassContext(opt_level=3):
             new = relax.transform.ConvertLayout(NHWC)(mod)
         convs = _count_op(mod, "relax.nn.conv2d")
@@ -348,12 +359,12 @@ def default_work_dir(name: str) -> str:
 
 
 def tune_variant(v: Variant, target: tvm.target.Target, trials: int, work_dir: str, dry_run: bool = False):
-    """Tune ``v.mod``'s kernels into the variant's database (``stock-aa``: its own, another seed)."""
+    """Tune ``v.mod``'s kernels into the variant's database (an A/A control: its own, another seed)."""
     # MetaSchedule gives its console handler the level its logger has when tuning starts,
     # and leaves the logger at DEBUG afterwards: put ours back before every call.
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
     t = time.perf_counter()
-    seed, where = (AA_SEED, f"{work_dir}-aa") if v.name == "stock-aa" else (0, work_dir)
+    seed, where = (AA_SEED, f"{work_dir}-aa") if v.name in AA_VARIANTS else (0, work_dir)
     db = (
         tuning_db.open_database(where)
         if dry_run
@@ -369,7 +380,7 @@ def build_variant(
     v: Variant, target: tvm.target.Target, flow: str, trials: int, work_dir: str, dry_run: bool = False
 ) -> None:
     """Compile ``v.mod`` with the flow (tuning first for ``tuned``, except in a dry run).
-    ``stock-aa`` tunes into a database of its own with another seed: the tuning lottery."""
+    An A/A control tunes into a database of its own with another seed: the tuning lottery."""
     db = tune_variant(v, target, trials, work_dir, dry_run) if flow == "tuned" else None
     t = time.perf_counter()
     with warnings.catch_warnings():
@@ -714,24 +725,26 @@ def summary_line(data: dict[str, dict[str, dict]]) -> str:
 def noise_floor(vs: dict[str, dict]) -> float:
     """How far from 1.0 a speedup must be to count, for one model: the larger of the
     timing floor (half the p10-p90 spread of stock's samples, relative to its median) and
-    the tuning lottery (stock tuned again independently, ``stock-aa``, against stock)."""
+    the tuning lottery (stock tuned again independently, ``stock-aa``, against stock; and
+    stock+nhwc against ``stock+nhwc-aa`` where that was tuned on its own too)."""
     stock = vs["stock"]
     floor = (float(stock["p90_ms"]) - float(stock["p10_ms"])) / (2 * float(stock["median_ms"]))
-    if has_aa(vs):
-        floor = max(floor, abs(float(stock["median_ms"]) / float(vs["stock-aa"]["median_ms"]) - 1.0))
+    for aa, first in AA_VARIANTS.items():
+        if has_aa(vs, aa) and first in vs:
+            floor = max(floor, abs(float(vs[first]["median_ms"]) / float(vs[aa]["median_ms"]) - 1.0))
     return floor
 
 
 def fastest(vs: dict[str, dict], names) -> str:
-    """The fastest of ``names`` (variants) that a model has rows for; the A/A control is
+    """The fastest of ``names`` (variants) that a model has rows for; an A/A control is
     never a stock variant of its own."""
-    return min((v for v in names if v in vs and v != "stock-aa"), key=lambda v: float(vs[v]["median_ms"]))
+    return min((v for v in names if v in vs and v not in AA_VARIANTS), key=lambda v: float(vs[v]["median_ms"]))
 
 
-def has_aa(vs: dict[str, dict]) -> bool:
-    """Whether a model has an A/A control that was tuned on its own (not stock's module
-    timed twice, as in the default flow)."""
-    aa = vs.get("stock-aa")
+def has_aa(vs: dict[str, dict], name: str = "stock-aa") -> bool:
+    """Whether a model has the A/A control ``name`` tuned on its own (not its first
+    variant's module timed twice, as in the default flow)."""
+    aa = vs.get(name)
     return aa is not None and not aa.get("notes", "").startswith("the same module")
 
 
@@ -872,6 +885,7 @@ def explain(rows: list[dict], args) -> str:
                 f"Against the best stock variant ({best}) it measured {speedup:.2f}x"
                 f"{' (within' if abs(speedup - 1) <= floor else ' (outside'} the noise floor of ±{floor * 100:.1f}%"
                 f"{': stock spread, and stock tuned again with another seed' if has_aa(vs) else ''}"
+                f"{', and stock+nhwc' if has_aa(vs) and has_aa(vs, 'stock+nhwc-aa') else ''}"
                 f"{'; no A/A control, so the tuning lottery is not in it' if args.flow == 'tuned' and not has_aa(vs) else ''}); "
                 f"its cost model predicted "
                 f"{float(eq['predicted_speedup'] or 1):.2f}x over stock. Every variant's outputs were checked against "
@@ -893,7 +907,7 @@ def write_chart(path: Path, rows: list[dict], sidecar: dict) -> None:
     data = _by_model(rows)
     names = list(data)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 2), 4))
-    shown = [v for v in VARIANTS if v not in ("stock", "stock-aa") and any(v in vs for vs in data.values())]
+    shown = [v for v in VARIANTS if v != "stock" and v not in AA_VARIANTS and any(v in vs for vs in data.values())]
     width = 0.8 / max(len(shown), 1)
     for k, variant in enumerate(shown):
         heights, lo, hi = [], [], []

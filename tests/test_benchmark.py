@@ -103,6 +103,27 @@ def test_noise_floor_and_best_stock_headline():
     assert "(1 within their noise floor; 1 without an A/A control" in tuned
 
 
+def test_the_nhwc_aa_control_widens_the_floor_and_is_no_stock_variant(tmp_path, monkeypatch):
+    """``stock+nhwc-aa`` (stock+nhwc tuned again) is never the best stock variant, widens the
+    floor by its distance from stock+nhwc where it was tuned on its own, tunes into the A/A
+    database with the A/A seed, and is asked for only (not a default variant)."""
+    bench = load_script("benchmark")
+
+    def row(ms, notes=""):
+        return {"median_ms": str(ms), "p10_ms": str(ms * 0.99), "p90_ms": str(ms * 1.01), "notes": notes}
+
+    vs = {"stock": row(10), "stock-aa": row(9.8), "stock+nhwc": row(8), "stock+nhwc-aa": row(6.4), "eqsat": row(7)}
+    assert bench.fastest(vs, bench.STOCK_VARIANTS) == "stock+nhwc"  # not the faster A/A control
+    assert bench.noise_floor(vs) == pytest.approx(8 / 6.4 - 1)
+    vs["stock+nhwc-aa"] = row(10, notes="the same module as stock-aa")  # no conv: stock-aa's build
+    assert bench.noise_floor(vs) == pytest.approx(10 / 9.8 - 1)
+    assert "stock+nhwc-aa" not in bench.DEFAULT_VARIANTS and "stock+nhwc-aa" in bench.VARIANTS
+    asked = []
+    monkeypatch.setattr(bench.tune, "tune", lambda mod, target, where, trials, **kw: asked.append((where, kw["seed"])))
+    bench.tune_variant(bench.Variant("stock+nhwc-aa", None), None, 4, str(tmp_path / "ms"))
+    assert asked == [(str(tmp_path / "ms-aa"), bench.AA_SEED)]
+
+
 def test_sidecar_markdown_and_chart(run):
     _, out, argv = run
     sidecar = json.loads((out / "llvm-default-small.json").read_text())
