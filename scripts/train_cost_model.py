@@ -227,6 +227,38 @@ def pair_ceiling(pairs, y: np.ndarray, log_ratios, draws: int = 1000, seed: int 
     }
 
 
+def pairs_tuned_twice(pairs, samples, again) -> dict | None:
+    """How often a second, independent tuning of both kernels of a (NCHW, NHWC) pair
+    ordered them as the first did, over the pairs whose two kernels ``again`` (the A/A
+    database's samples: stock-aa and stock+nhwc-aa) holds too: ``pair_ceiling`` measured
+    instead of simulated.  ``n``, the share kept (``right``), the decisive pairs (the first
+    tuning's two times more than ``DECISIVE`` apart) and the share of those kept; how far
+    each layout's two times lie apart (median ratio); and ``predictor_max``, the most a
+    predictor of the expected order can get right of one tuning's orders: with p its
+    chance per pair, two independent tunings agree with chance p^2 + (1 - p)^2, and for a
+    given mean agreement the mean p is largest when p is the same for every pair (p is a
+    concave function of p(1 - p)).  None when no pair was tuned twice."""
+    second = {s.workload.key(): s.median_us for s in again}
+    first = [(samples[i].median_us, samples[j].median_us, second.get(samples[i].workload.key()),
+              second.get(samples[j].workload.key())) for i, j in pairs]  # fmt: skip
+    both = np.array([t for t in first if t[2] is not None and t[3] is not None], dtype=np.float64).reshape(-1, 4)
+    if not len(both):
+        return None
+    gap, gap_again = np.log(both[:, 1] / both[:, 0]), np.log(both[:, 3] / both[:, 2])
+    kept = (gap > 0) == (gap_again > 0)
+    decisive = np.abs(gap) > np.log1p(DECISIVE)
+    ratio = np.exp(np.abs(np.log(both[:, 2:] / both[:, :2])))  # each kernel's two times, larger over smaller
+    return {
+        "n": int(len(both)),
+        "right": float(kept.mean()),
+        "decisive": int(decisive.sum()),
+        "decisive_right": float(kept[decisive].mean()) if decisive.any() else None,
+        "nchw_median_ratio": float(np.median(ratio[:, 0])),
+        "nhwc_median_ratio": float(np.median(ratio[:, 1])),
+        "predictor_max": float((1 + np.sqrt(max(2 * kept.mean() - 1, 0.0))) / 2),
+    }
+
+
 def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dict:
     """How each predictor orders the (NCHW, NHWC) pairs: the share ordered as measured
     (a tie counts as wrong: it leaves the choice to chance), the ties, the share right
@@ -554,13 +586,14 @@ def main() -> None:
         out = Path(args.out or ROOT / "cost_models" / name)
         dataset = Path(args.dataset or ROOT / "cost_models" / name / "dataset.csv")
     samples = load_dataset(dataset, min_trials=args.min_trials)
-    again = None
+    again, again_samples = None, []
     if aa_source is not None:
         if source is None or (args.aa_device is None) != (args.from_device is None):
             raise SystemExit("--aa-database compares two databases (--aa-device two device runs): give the first too")
         aa_dataset = dataset.with_name(dataset.stem + "-aa.csv")
         harvest(aa_source, aa_dataset)
-        again = repeatability(samples, load_dataset(aa_dataset, min_trials=args.min_trials))
+        again_samples = load_dataset(aa_dataset, min_trials=args.min_trials)
+        again = repeatability(samples, again_samples)
     left_out = len(load_dataset(dataset)) - len(samples)
     if len(samples) < 10:
         raise SystemExit(
@@ -607,6 +640,7 @@ def main() -> None:
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
     if choices and again:
         choices["ceiling"] = pair_ceiling(pairs, y, again.pop("log_ratios"))
+        choices["tuned_twice"] = pairs_tuned_twice(pairs, samples, again_samples)
     big, roofline_big = _big(y, pred), _big(y, roofline_pred)  # the kernels of BIG_US or more alone
     judged = judged_on(overall, roofline, big if overall else None, roofline_big)
     unmeasured = unmeasured_predictor(args.unmeasured, judged[0], judged[1])
@@ -717,7 +751,7 @@ def main() -> None:
                 for name, c in ((k, choices[k]) for k in ("model", "roofline", "always NCHW", "always NHWC"))
             ),
             "",
-            *_pair_ceiling_lines(choices.get("ceiling")),
+            *_pair_ceiling_lines(choices.get("ceiling"), choices.get("tuned_twice")),
         ]
     lines += [
         "Random 5-fold over kernels (a kernel's own model is in the training set):",
@@ -834,8 +868,9 @@ def _tuned_twice_lines(again: dict | None, aa_database: str | None) -> list[str]
     ]
 
 
-def _pair_ceiling_lines(ceiling: dict | None) -> list[str]:
-    """The choice pairs' ceiling (``pair_ceiling``), where the labels' own is known."""
+def _pair_ceiling_lines(ceiling: dict | None, twice: dict | None = None) -> list[str]:
+    """The choice pairs' ceiling (``pair_ceiling``), where the labels' own is known, and
+    as measured on the pairs whose both kernels were tuned twice (``pairs_tuned_twice``)."""
     if ceiling is None:
         return []
     decisive = (
@@ -843,14 +878,29 @@ def _pair_ceiling_lines(ceiling: dict | None) -> list[str]:
         if ceiling["decisive_right"] is not None
         else ""
     )
-    return [
+    lines = [
         f"A second tuning of both kernels would order an estimated {ceiling['right'] * 100:.0f}% of these pairs as "
         f"the first did{decisive}: each kernel's time multiplied by a ratio drawn from the A/A control's (below), "
-        "independently, 1,000 draws (only stock's NCHW kernels were tuned twice; this assumes an NHWC kernel's "
-        "lottery is like theirs). That is the choice pairs' counterpart of the labels' ceiling below: a target "
+        "independently, 1,000 draws (this assumes an NHWC kernel's lottery is like the NCHW kernels' that the "
+        "estimate draws from). That is the choice pairs' counterpart of the labels' ceiling below: a target "
         "above it asks for labels with less lottery in them.",
         "",
     ]
+    if twice is not None:
+        kept = (
+            f" ({twice['decisive_right'] * 100:.0f}% of its {twice['decisive']} decisive ones)"
+            if twice["decisive_right"] is not None
+            else ""
+        )
+        lines[-1:-1] = [
+            f"Measured: {twice['n']} of these pairs had both kernels tuned a second time (the A/A database: stock-aa "
+            f"and stock+nhwc-aa), and the second tuning ordered {twice['right'] * 100:.0f}% of them as the first "
+            f"did{kept}; a kernel's two times differ by {twice['nchw_median_ratio']:.2f}x at the median in NCHW and "
+            f"{twice['nhwc_median_ratio']:.2f}x in NHWC. So even a predictor that knew each pair's expected order "
+            f"would order at most {twice['predictor_max'] * 100:.0f}% of one tuning's pairs as measured (two tunings "
+            "agree with chance p^2 + (1 - p)^2 where p is that predictor's, `pairs_tuned_twice`)."
+        ]
+    return lines
 
 
 def _big(y: np.ndarray, pred: np.ndarray) -> dict | None:

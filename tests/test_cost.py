@@ -1240,6 +1240,44 @@ def test_the_choice_pairs_ceiling_is_how_often_a_second_tuning_keeps_the_order()
     assert out["right"] == pytest.approx((2 + 0.75) / 3, abs=0.02)
 
 
+def test_the_choice_pairs_tuned_twice_give_the_measured_ceiling():
+    """``train_cost_model.pairs_tuned_twice``: over the pairs whose both kernels the A/A
+    database holds, the share the second tuning orders as the first did; a pair with one
+    kernel tuned once is left out, and with none tuned twice there is nothing to say."""
+    tcm = load_script("train_cost_model")
+
+    def sample(n: int, us: float) -> Sample:
+        return Sample("m", "s", Workload(*_matmul(n, 8, 8)[:3]), None, us, 0.0)
+
+    first = [sample(4, 10.0), sample(8, 5.0), sample(16, 10.0), sample(32, 10.2), sample(64, 4.0), sample(128, 8.0)]
+    pairs = [(0, 1), (2, 3), (4, 5)]  # NHWC 2x faster, a near tie, NCHW 2x faster
+    # the second tuning: the first pair kept, the near tie turned, the third pair's NHWC kernel not tuned again
+    again = [sample(4, 12.0), sample(8, 7.0), sample(16, 9.0), sample(32, 8.0), sample(64, 4.0)]
+    out = tcm.pairs_tuned_twice(pairs, first, again)
+    assert {k: out[k] for k in ("n", "right", "decisive", "decisive_right")} == {
+        "n": 2,
+        "right": 0.5,
+        "decisive": 1,
+        "decisive_right": 1.0,
+    }
+    # NCHW kernels 10 -> 12 and 10 -> 9; NHWC 5 -> 7 and 10.2 -> 8
+    assert out["nchw_median_ratio"] == pytest.approx((1.2 + 10 / 9) / 2)
+    assert out["nhwc_median_ratio"] == pytest.approx((1.4 + 10.2 / 8) / 2)
+    assert out["predictor_max"] == 0.5  # tunings that agree by chance: nothing to predict
+    assert tcm.pairs_tuned_twice(pairs, first, again[:1]) is None
+    text = "\n".join(tcm._pair_ceiling_lines({"right": 0.75, "decisive_right": 0.77}, out))
+    assert "Measured: 2 of these pairs" in text and "ordered 50% of them" in text and "100% of its 1 decisive" in text
+    assert "at most 50% of one tuning's pairs" in text
+    # 41 of 50 pairs kept: agreement 0.82 = p^2 + (1 - p)^2 at p = 0.9
+    many = [sample(2 * k + 1 + i, us) for k in range(50) for i, us in enumerate((10.0, 5.0))]  # NHWC 2x faster
+    turned = [
+        sample(2 * k + 1 + i, us) for k in range(50) for i, us in enumerate((10.0, 5.0) if k < 41 else (5.0, 10.0))
+    ]
+    pairs50 = [(2 * k, 2 * k + 1) for k in range(50)]
+    assert tcm.pairs_tuned_twice(pairs50, many, turned)["predictor_max"] == pytest.approx(0.9)
+    assert tcm.pairs_tuned_twice(pairs50, many, many)["predictor_max"] == 1.0
+
+
 def test_the_shipped_avx512_model_is_found_for_its_cpu_and_prices_layouts():
     """``cost_models/llvm-emeraldrapids`` (trained on that CPU's committed tuning database)
     is what ``xgb`` loads for an ``-mcpu=emeraldrapids`` target, records its CPU, and has
