@@ -2,8 +2,8 @@
 database and the A/A control's), with their budgets and where they were tuned, and the
 kernels already committed there that the work dir lacks (tuned at another budget), as
 ``benchmarks/tuning/<target>[-aa]/`` (``<target>``: ``llvm-<cpu>``, or ``llvm`` for generic
-x86-64 code, as in ``scripts/benchmark.py --mcpu``; the database gzipped: it travels with every device
-run, where room is short).  ``scripts/benchmark.py`` starts the tuned flow
+x86-64 code, as in ``scripts/benchmark.py --mcpu``; the database packed in xz, ``tuning_db.PACKED``:
+it travels with every device run, where room is short).  ``scripts/benchmark.py`` starts the tuned flow
 from them, so anyone rebuilds the kernels we measured without tuning, and the cost
 model can learn from them (``train_cost_model.py --from-database``).
 

@@ -311,12 +311,23 @@ def test_a_pruned_database_seeds_a_fresh_one_and_nothing_is_tuned_again(tmp_path
     assert tuning_db.seed_database(tmp_path / "fresh", tmp_path / "committed", trials=8) == 1
     assert tuning_db.seed_database(tmp_path / "fresh", tmp_path / "committed") == 0  # already there
     assert tuning_db.seed_database(tmp_path / "other", tmp_path / "missing") == 0
-    # gzipped, as scripts/export_tuning.py commits it: read back the same
+    # packed in xz, as scripts/export_tuning.py commits it: read back the same
     assert tuning_db.prune_database(tmp_path / "work", tmp_path / "packed", compress=True) == 1
     packed = {p.name for p in (tmp_path / "packed").iterdir()}
-    assert {f"{n}.gz" for n in tuning_db.DATABASE_FILES} <= packed and not set(tuning_db.DATABASE_FILES) & packed
+    assert {f"{n}.xz" for n in tuning_db.DATABASE_FILES} <= packed and not set(tuning_db.DATABASE_FILES) & packed
     assert tuning_db.has_database(tmp_path / "packed") and not tuning_db.has_database(tmp_path / "missing")
     assert tuning_db.seed_database(tmp_path / "fresh-from-packed", tmp_path / "packed") == 1
+    # a database packed before 2026-12-05 is gzipped: it reads the same
+    import gzip
+    import lzma
+
+    (tmp_path / "gzipped").mkdir()
+    for n in tuning_db.DATABASE_FILES:
+        data = lzma.decompress((tmp_path / "packed" / f"{n}.xz").read_bytes())
+        (tmp_path / "gzipped" / f"{n}.gz").write_bytes(gzip.compress(data))
+    assert tuning_db.has_database(tmp_path / "gzipped")
+    assert len(tuning_db.read_database(tmp_path / "gzipped").get_all_tuning_records()) == 1
+    assert tuning_db.seed_database(tmp_path / "fresh-from-gzipped", tmp_path / "gzipped") == 1
     calls = []
     monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
     db = tune.tune(mod, target, tmp_path / "fresh", trials=8)

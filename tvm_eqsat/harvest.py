@@ -112,7 +112,9 @@ def harvest(
 
     else:
         if not has_database(source):
-            raise FileNotFoundError(f"{source}: no MetaSchedule JSON database (database_tuning_record.json[.gz]) there")
+            raise FileNotFoundError(
+                f"{source}: no MetaSchedule JSON database (database_tuning_record.json[.xz|.gz]) there"
+            )
         database = read_database(source)
         budgets = budgets_by_hash(source)
 
