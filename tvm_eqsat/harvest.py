@@ -32,7 +32,7 @@ import tvm
 
 from .measure import Measurement, module_workloads, time_executable, workload_module
 from .tune import build, fuse_for_tuning, tuning_target, use_all_cores
-from .tuning_db import budgets_by_hash, has_database, kernel_hash, read_database, tuned_records
+from .tuning_db import PACKED, budgets_by_hash, has_database, kernel_hash, read_database, tuned_records
 from .verify import random_inputs
 from .workload import Workload
 
@@ -113,7 +113,7 @@ def harvest(
     else:
         if not has_database(source):
             raise FileNotFoundError(
-                f"{source}: no MetaSchedule JSON database (database_tuning_record.json[.xz|.gz]) there"
+                f"{source}: no MetaSchedule JSON database (database_tuning_record.json[{'|'.join(PACKED)}]) there"
             )
         database = read_database(source)
         budgets = budgets_by_hash(source)
