@@ -774,7 +774,8 @@ def main() -> None:
             log_file.write(json.dumps(part) + "\n")
             log_file.flush()
             bar.update(len(chunk))
-            bar.set_postfix(findings=sum(len(p["findings"]) for p in done.values()))
+            # this run's seeds only: the log also holds earlier runs' chunks, with their findings
+            bar.set_postfix(findings=sum(len(done[c[0], c[-1]]["findings"]) for c in chunks if (c[0], c[-1]) in done))
 
         if args.jobs > 1:
             from concurrent.futures import ProcessPoolExecutor

@@ -46,6 +46,7 @@ from tvm_eqsat.xgb_model import (
     ROUNDS,
     TUNED_MIN_TRIALS,
     KernelModel,
+    Pooled,
     baseline_spec,
     below_budget,
     dataset_row,
@@ -54,6 +55,7 @@ from tvm_eqsat.xgb_model import (
     layout_pairs,
     load_dataset,
     load_elementwise,
+    load_pooled,
     measured_table,
     roofline_baseline,
     sample_items,
@@ -83,14 +85,25 @@ def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict:
 @dataclass(frozen=True)
 class Fit:
     """How a booster is trained: rounds, objective (and a residual's roofline, ``baseline``),
-    whether convolutions extrapolate, and the tree depth (``"auto"``: chosen by ``choose_depth``
-    on the training kernels alone)."""
+    whether convolutions extrapolate, the tree depth (``"auto"``: chosen by ``choose_depth``
+    on the training kernels alone), and other machines' kernels learned beside this one's
+    (``pooled``, ``--pool``; a held-out evaluation leaves the held-out kernels out of them too)."""
 
     rounds: int = ROUNDS
     objective: str = "latency"
     extrapolate: bool = True
     baseline: dict | None = None
     max_depth: int | str = PARAMS["max_depth"]
+    pooled: tuple[Pooled, ...] = ()
+
+    def without(self, test, by_model: bool) -> Fit:
+        """This fit with the ``test`` kernels (and, ``by_model``, their models' kernels) left out
+        of its pooled machines' kernels: nothing the evaluation predicts is learned elsewhere."""
+        if not self.pooled:
+            return self
+        models = {s.model for s in test} if by_model else set()
+        keys = {s.workload.key() for s in test}
+        return replace(self, pooled=tuple(p.without(models, keys) for p in self.pooled))
 
 
 DEPTHS = (2, 3, 4, 6)  # the tree depths --max-depth auto chooses among
@@ -107,7 +120,9 @@ def _fit_predict(training, test, fit: Fit) -> np.ndarray:
         **({"baseline": fit.baseline} if fit.baseline else {}),
         **({"extrapolation": extrapolation(training)} if fit.extrapolate else {}),
     }
-    booster = train(training, fit.rounds, {"max_depth": depth}, objective=fit.objective, baseline=fit.baseline)
+    booster = train(
+        training, fit.rounds, {"max_depth": depth}, objective=fit.objective, baseline=fit.baseline, pooled=fit.pooled
+    )
     epilogue = np.array([s.epilogue_us for s in test])
     return KernelModel(booster, metadata).predict_items(sample_items(test)) + epilogue
 
@@ -135,7 +150,8 @@ def held_out_by_model(samples, fit: Fit) -> tuple[np.ndarray, np.ndarray, list[s
     for model in sorted(set(groups)):
         test = groups == model
         training = [s for s, t in zip(samples, test) if not t]
-        pred[test] = _fit_predict(training, [s for s, t in zip(samples, test) if t], fit)
+        tested = [s for s, t in zip(samples, test) if t]
+        pred[test] = _fit_predict(training, tested, fit.without(tested, by_model=True))
         per_model[model] = metrics(y[test], pred[test])
     return y, pred, list(groups), per_model
 
@@ -292,7 +308,8 @@ def k_fold(samples, fit: Fit, k: int = 5, seed: int = 0) -> tuple[dict, np.ndarr
     for f in range(k):
         test = fold == f
         training = [s for s, t in zip(samples, test) if not t]
-        pred[test] = _fit_predict(training, [s for s, t in zip(samples, test) if t], fit)
+        tested = [s for s, t in zip(samples, test) if t]
+        pred[test] = _fit_predict(training, tested, fit.without(tested, by_model=False))
     return metrics(y, pred), pred
 
 
@@ -524,6 +541,15 @@ def main() -> None:
         "default: %(default)s)",
     )
     p.add_argument(
+        "--pool",
+        nargs="+",
+        metavar="DIR",
+        default=[],
+        help="with --objective residual: other machines' residual model directories whose kernels the booster "
+        "also learns, each over its own machine's roofline (another draw of each kernel's tuning; held-out "
+        "figures leave the held-out model's kernels out of them too)",
+    )
+    p.add_argument(
         "--extrapolate",
         default="flops",
         choices=["flops", "none"],
@@ -552,6 +578,14 @@ def main() -> None:
     args = p.parse_args()
     if args.max_depth != "auto" and not args.max_depth.isdigit():  # before a harvest of minutes
         raise SystemExit(f"--max-depth {args.max_depth}: a whole number or auto")
+    if args.pool and args.objective != "residual":
+        raise SystemExit(
+            "--pool: other machines' times are learned as corrections to their rooflines; give --objective residual"
+        )
+    try:
+        pooled = tuple(load_pooled(d, args.min_trials) for d in args.pool)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
     mcpu = _mcpu(args)
     name = target_name(args.target, mcpu)
 
@@ -616,6 +650,7 @@ def main() -> None:
         # a residual corrects the roofline the pass prices this target with (xgb_model.roofline_baseline)
         baseline_spec(args.target, roofline_flow, simd_bits, mcpu) if args.objective == "residual" else None,
         args.max_depth if args.max_depth == "auto" else int(args.max_depth),
+        pooled,
     )
     depth, depth_scores = choose_depth(samples, fit) if fit.max_depth == "auto" else (fit.max_depth, {})
     kfold, kfold_pred = k_fold(samples, replace(fit, max_depth=depth))
@@ -652,6 +687,7 @@ def main() -> None:
         base=base,
         objective=args.objective,
         baseline=fit.baseline,
+        pooled=pooled,
     )
     metadata = {
         "target": args.target,
@@ -671,6 +707,11 @@ def main() -> None:
         "finetuned_from": args.finetune_from,
         "objective": args.objective,
         **({"baseline": fit.baseline} if fit.baseline else {}),
+        **(
+            {"pooled": [{"directory": p.name, "kernels": len(p.samples), "baseline": p.baseline} for p in pooled]}
+            if pooled
+            else {}
+        ),
         "max_depth": depth,
         **({"max_depth_scores": depth_scores} if depth_scores else {}),
         **({"extrapolation": extrapolation(samples)} if extrapolate else {}),
@@ -705,6 +746,7 @@ def main() -> None:
             else ""
         )
         + (f" Fine-tuned from `{args.finetune_from}`." if args.finetune_from else "")
+        + _pooled_words(pooled, samples)
         + (
             " The booster learns the log of latency over the roofline the pass prices this target with "
             f"({mcpu if args.target == 'llvm' else args.target}, {roofline_flow} flow; `--objective residual`)."
@@ -825,6 +867,22 @@ def main() -> None:
     ]
     (out / "REPORT.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def _pooled_words(pooled: tuple[Pooled, ...], samples) -> str:
+    """The report's sentence on the other machines' kernels the booster learned beside these."""
+    if not pooled:
+        return ""
+    here = {s.workload.key() for s in samples}
+    parts = [
+        f"`{p.name}` ({len(p.samples)} kernels, {sum(s.workload.key() in here for s in p.samples)} of them also in "
+        f"this dataset; over the roofline for `{p.baseline.get('mcpu', 'generic')}` code)"
+        for p in pooled
+    ]
+    return (
+        " The booster also learns other machines' kernels (`--pool`), each as its time over its own machine's "
+        f"roofline: {', '.join(parts)}; held out by model, the held-out model's kernels are left out of them too."
+    )
 
 
 def _device_times(pairs: list[str] | None, flag: str) -> dict | None:

@@ -376,3 +376,37 @@ def test_stock_fast_is_tvms_graph_passes_then_its_fast_math_and_only_when_asked_
     )
     assert "stock+fast" not in bench.parse_args([]).variants
     assert "stock+fast" in bench.parse_args(["--variants", "stock+fast"]).variants
+
+
+def test_timing_days_compares_each_builds_median_over_the_days(tmp_path):
+    """``timing_days.py``: each build's median over the days, the best stock variant chosen
+    among those medians (not each day's luckiest), each day's own ratio beside it; a build whose
+    module changed between days, or that some day did not time, is left out and named."""
+    bench, days = load_script("benchmark"), load_script("timing_days")
+
+    def rows(model, times, moved=()):
+        return [
+            {"model": model, "variant": v, "median_ms": ms, "p10_ms": ms * 0.98, "p90_ms": ms * 1.02,
+             "module_hash": "other" if v in moved else f"{model}-{v}", "notes": ""}
+            for v, ms in times.items()
+        ]  # fmt: skip
+
+    one, two = tmp_path / "run-day1.csv", tmp_path / "run-day2.csv"
+    bench.write_rows(one, rows("a", {"stock": 10, "stock+tvm": 9, "eqsat": 8}) + rows("b", {"stock": 4, "eqsat": 3}))
+    bench.write_rows(
+        two,
+        rows("a", {"stock": 10, "stock+tvm": 11, "stock+nhwc": 5, "eqsat": 9})  # stock+nhwc: this day only
+        + rows("b", {"stock": 4, "eqsat": 2}, ("eqsat",)),
+    )
+    out = tmp_path / "days.md"
+    assert days.main([str(one), str(two), "--out", str(out)]) == 0
+    text = out.read_text()
+    # a: day 1 9/8 against stock+tvm, day 2 5/9 against stock+nhwc; medians: stock 10, stock+tvm 10, eqsat 8.5
+    left_out = "(left out, not timed every day: stock+nhwc)"
+    assert f"| a | 1.125x (stock+tvm) | 0.556x (stock+nhwc) | **1.176x** {left_out} | stock | ±2.0% |" in text
+    assert (
+        "| b | 1.333x (stock) | 2.000x (stock) | - (left out, another module on another day: eqsat) | - | - |" in text
+    )
+    assert "**1.176x** over 1 models" in text and "| model | day1 | day2 |" in text
+    with pytest.raises(SystemExit, match="no such results file"):
+        days.main([str(tmp_path / "missing.csv")])

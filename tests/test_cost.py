@@ -82,6 +82,17 @@ def test_featurize_stacks_rows():
     assert np.all(np.diff(x[:, features.INDEX["log_flops"]]) > 0)
 
 
+def _conv_grid() -> list[tuple]:
+    """80 3x3 convs, dense and depthwise, 8-128 channels, 7x7 to 56x56: the residual tests' kernels."""
+    return [
+        _conv(c, c if dw else k, c if dw else 1, size)
+        for c in (8, 16, 32, 64, 128)
+        for k in (16, 64)
+        for size in (7, 14, 28, 56)
+        for dw in (False, True)
+    ]
+
+
 def _synthetic_samples(rng) -> list[Sample]:
     """Latency = launch + work / rate: enough structure for a model to learn the order."""
     out = []
@@ -153,13 +164,7 @@ def test_residual_model_over_the_pass_roofline_prices_what_the_pass_asks(tmp_pat
     from tvm_eqsat.xgb_model import baseline_spec, roofline_baseline
 
     spec = baseline_spec("llvm", "tuned", 512, "znver5")
-    items = [
-        _conv(c, c if dw else k, c if dw else 1, size)
-        for c in (8, 16, 32, 64, 128)
-        for k in (16, 64)
-        for size in (7, 14, 28, 56)
-        for dw in (False, True)
-    ]
+    items = _conv_grid()
     slow = 2.5 * roofline_baseline(items, spec)
     samples = [
         Sample("m", "model", Workload(op, attrs, ins), out, float(us), 0.0)
@@ -177,6 +182,62 @@ def test_residual_model_over_the_pass_roofline_prices_what_the_pass_asks(tmp_pat
     priced = cost.LearnedCostModel(loaded, "llvm", "tuned", 512, "znver5")
     op, attrs, ins, out = unseen[0]
     assert priced.node_cost(op, attrs, ins, out, False) == pytest.approx(cost.EPSILON_US + slow[test][0], rel=0.1)
+
+
+def test_pooled_kernels_are_learned_over_their_own_machines_roofline():
+    """``--pool``: another machine's kernels teach the correction, each over that machine's
+    roofline.  Both machines run every conv 2.5x their own roofline (which differ by
+    1.0-1.9x per kernel); trained on a handful of this machine's convs plus the other's, the
+    booster prices this machine's unseen convs at 2.5x this roofline.  A pooled row read over
+    the wrong roofline would be off by the rooflines' ratio; a latency booster refuses them."""
+    from tvm_eqsat.xgb_model import Pooled, baseline_spec, roofline_baseline
+
+    here, there = baseline_spec("llvm", "tuned", 512, "emeraldrapids"), baseline_spec("llvm", "tuned", 512, "znver5")
+    items = _conv_grid()
+
+    def timed(spec, chosen):
+        us = 2.5 * roofline_baseline(items, spec)
+        return [
+            Sample("m", "model", Workload(op, attrs, ins), out, float(t), 0.0)
+            for (op, attrs, ins, out), t, c in zip(items, us, chosen)
+            if c
+        ]
+
+    ratio = roofline_baseline(items, here) / roofline_baseline(items, there)
+    assert np.median(ratio) > 1.3  # the two rooflines differ: the test can tell them apart
+    few = np.arange(len(items)) % 10 == 0
+    pooled = Pooled.of("there", timed(there, ~few), there)
+    booster = train(timed(here, few), rounds=200, objective="residual", baseline=here, pooled=[pooled])
+    metadata = {"objective": "residual", "baseline": here, "features": list(features.NAMES), "target": "llvm"}
+    unseen = [it for it, f in zip(items, few) if not f]
+    want = 2.5 * roofline_baseline(unseen, here)
+    np.testing.assert_allclose(KernelModel(booster, metadata).predict_items(unseen), want, rtol=0.1)
+    with pytest.raises(ValueError, match="residual"):
+        train(timed(here, few), rounds=5, pooled=[pooled])
+
+
+def test_a_held_out_model_is_left_out_of_the_pooled_kernels_too():
+    """``Fit.without``: held out by model, neither the held-out model's kernels nor any kernel
+    with a held-out workload stays in another machine's pooled set; a random fold drops only the
+    held-out workloads (their models hold training kernels too)."""
+    from tvm_eqsat.xgb_model import Pooled, baseline_spec
+
+    tcm = load_script("train_cost_model")
+    samples = _synthetic_samples(np.random.default_rng(3))
+    spec = baseline_spec("llvm", "tuned", 512, "znver5")
+    elsewhere = [
+        dataclasses.replace(s, model="other") for s in samples[:10]
+    ]  # the same workloads, filed under another model
+    pooled = Pooled.of("there", samples[10:] + elsewhere, spec)
+    fit = tcm.Fit(rounds=5, objective="residual", pooled=(pooled,))
+    test = [s for s in samples if s.model == "model0"]
+    left = fit.without(test, by_model=True).pooled[0]
+    keys = {s.workload.key() for s in test}
+    assert left.samples and all(s.model != "model0" and s.workload.key() not in keys for s in left.samples)
+    assert len(left.features) == len(left.residual) == len(left.samples)
+    fold = fit.without(test[:3], by_model=False).pooled[0]
+    assert {s.model for s in fold.samples} >= {"model0"} and len(fold.samples) < len(pooled.samples)
+    assert tcm.Fit(rounds=5).without(test, by_model=True).pooled == ()
 
 
 def test_choose_depth_takes_the_depth_that_ranks_held_out_models_best():

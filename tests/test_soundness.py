@@ -443,6 +443,21 @@ def test_fuzz_seeded_run_finds_nothing(tmp_path):
     assert not findings, findings
 
 
+def test_validation_judges_a_tiny_output_by_an_absolute_floor_too():
+    """An output of GELU's negative tail (about -3e-4) with erf_rational's rational erf is off
+    by 1e-7, 3.6e-4 of its magnitude: translation validation rejected it (fuzz seed 13373,
+    every family loaded) although the rule is within its stated 1.2e-6.  A difference counts
+    where it is above ``RTOL`` relative and above ``ATOL`` absolute; a wrong value on the same
+    tiny output still fails, and the seed's program now passes."""
+    from tvm_eqsat.validate import ATOL, RTOL
+
+    ref = np.array([-3.0353e-4, -0.0, -3.0133e-4])
+    close, wrong = ref + 1.08e-7, ref * 1.3
+    assert relative_difference(ref, close) > RTOL and relative_difference(ref, close, ATOL) == 0.0
+    assert relative_difference(ref, wrong, ATOL) == relative_difference(ref, wrong) > RTOL
+    assert not fuzz.check([fuzz.random_program(13373)], ("pass",))
+
+
 def test_fp16_differences_are_judged_against_exact_arithmetic():
     from tvm_eqsat import verify
 

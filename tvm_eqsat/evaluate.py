@@ -508,9 +508,11 @@ def flatten(value) -> list[np.ndarray]:
     return [np.asarray(value)]
 
 
-def relative_difference(ref: Any, got: Any) -> float:
+def relative_difference(ref: Any, got: Any, atol: float = 0.0) -> float:
     """Largest |ref - got| of each output over the output's largest finite magnitude;
-    positions where the reference is not finite must match it exactly."""
+    positions where the reference is not finite must match it exactly.  An output that is
+    within ``atol`` of the reference everywhere counts as equal (an approximation's absolute
+    error, on an output too small to judge it relative to its own magnitude)."""
     worst = 0.0
     for a, b in zip(flatten(ref), flatten(got)):
         if a.shape != b.shape:
@@ -525,6 +527,8 @@ def relative_difference(ref: Any, got: Any) -> float:
             continue
         scale = float(np.max(np.abs(a[finite])))
         diff = float(np.max(np.abs(a[finite] - b[finite])))
+        if diff <= atol:
+            continue
         worst = max(worst, diff / scale if scale > 0 else diff)
     return worst
 

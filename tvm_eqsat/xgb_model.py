@@ -353,6 +353,57 @@ def beyond_range(x: np.ndarray, extrapolated: dict[str, dict[str, float]]) -> np
     return factor
 
 
+@dataclass(frozen=True, eq=False)
+class Pooled:
+    """Another machine's kernels that a residual booster also learns from: each one's log2 time
+    over *that* machine's roofline (``baseline``), the correction the booster learns for this
+    machine's.  Why: one 32-trial tuning is a lottery per kernel (a second tuning of the Xeon's
+    kernels differs 1.2-1.34x at the median), and the same kernel tuned on another machine is
+    another draw of how well MetaSchedule handles that kind of kernel, relative to the roofline."""
+
+    name: str  # where it came from (a model directory)
+    samples: tuple[Sample, ...]
+    baseline: dict
+    features: np.ndarray  # sample_features(samples)
+    residual: np.ndarray  # log2(kernel_us / roofline_baseline(samples, baseline))
+
+    @classmethod
+    def of(cls, name: str, samples: Sequence[Sample], baseline: dict) -> Pooled:
+        samples = tuple(samples)
+        roofline = roofline_baseline(sample_items(samples), baseline) if samples else np.zeros(0)
+        kernel_us = np.array([s.kernel_us for s in samples], dtype=np.float64)
+        features = sample_features(samples) if samples else np.zeros((0, len(NAMES)))
+        return cls(name, samples, baseline, features, np.log2(kernel_us) - np.log2(roofline))
+
+    def without(self, models: set[str] = frozenset(), keys: set[str] = frozenset()) -> Pooled:
+        """The kernels of neither the named models nor with those workload keys: what a held-out
+        evaluation may train on (a held-out model's kernels stay unseen on every machine)."""
+        keep = np.array([s.model not in models and s.workload.key() not in keys for s in self.samples], dtype=bool)
+        if keep.all():
+            return self
+        samples = tuple(s for s, k in zip(self.samples, keep) if k)
+        return Pooled(self.name, samples, self.baseline, self.features[keep], self.residual[keep])
+
+
+def load_pooled(directory: str | Path, min_trials: int = TUNED_MIN_TRIALS) -> Pooled:
+    """A residual model directory's kernels (``dataset.csv``, its ``elementwise.json``, the
+    roofline its ``metadata.json`` names) as ``Pooled`` rows for another machine's model."""
+    directory = Path(directory)
+    meta = directory / "metadata.json"
+    baseline = json.loads(meta.read_text()).get("baseline") if meta.is_file() else None
+    if not baseline or not (directory / "dataset.csv").is_file():
+        raise ValueError(
+            f"{directory}: pooling needs a residual model's dataset.csv and a metadata.json naming its roofline "
+            "(train_cost_model.py --objective residual)"
+        )
+    samples = load_dataset(
+        directory / "dataset.csv",
+        per_element_ns=load_elementwise(directory).get("ns_per_element", {}),
+        min_trials=min_trials,
+    )
+    return Pooled.of(str(directory), samples, baseline)
+
+
 def train(
     samples: Sequence[Sample],
     rounds: int = ROUNDS,
@@ -360,11 +411,13 @@ def train(
     base=None,
     objective: str = "latency",
     baseline: dict | None = None,
+    pooled: Sequence[Pooled] = (),
 ):
     """A booster fitted to log2 latency (``objective="residual"``: to log2 of latency over the
     roofline that ``baseline`` names, ``roofline_baseline``; None: the plain one of
     ``RESIDUAL_MACHINE``); ``base`` continues an existing booster (adapting a shipped model to
-    a new machine with a few hundred measurements).
+    a new machine with a few hundred measurements); ``pooled``: other machines' kernels learned
+    beside these, each over its own machine's roofline (residual only, ``Pooled``).
 
     Both stay monotone in the work features.  For the residual that keeps the product
     monotone too (the roofline is, and the correction never falls as a kernel grows), at
@@ -380,6 +433,14 @@ def train(
     params = {**PARAMS, **(params or {})}
     if objective == "residual":
         y = y - np.log2(roofline_baseline(sample_items(samples), baseline) if baseline else roofline_from_features(x))
+    elif pooled:
+        raise ValueError(
+            "pooling other machines' kernels needs objective='residual' (their times are not this machine's)"
+        )
+    pooled = [p for p in pooled if len(p.samples)]
+    if pooled:
+        x = np.vstack([x, *(p.features for p in pooled)])
+        y = np.concatenate([y, *(p.residual for p in pooled)])
     data = xgb.DMatrix(x, label=y, feature_names=list(NAMES))
     return xgb.train(params, data, num_boost_round=rounds, xgb_model=base)
 
