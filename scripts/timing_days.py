@@ -51,8 +51,9 @@ def day_labels(paths: list[Path]) -> list[str]:
 
 
 def combine(days: list[tuple[str, dict[str, dict[str, dict]]]]) -> dict[str, dict]:
-    """Per model: each day's best-stock ratio and floor, each build's median over the days that
-    timed it, and (where every build kept its module hash across days) the combined ratio."""
+    """Per model: each day's best-stock ratio and floor, each build's median over the days (the
+    builds that kept one module and were timed every day; the others named), and the combined
+    ratio of the best stock build's median over the best eqsat build's."""
     models = list(dict.fromkeys(m for _, data in days for m in data))  # in the order the files list them
     out = {}
     for model in models:
@@ -91,11 +92,12 @@ def combine(days: list[tuple[str, dict[str, dict[str, dict]]]]) -> dict[str, dic
 
 def markdown(days: list[str], combined: dict[str, dict], command: str) -> str:
     lines = [
-        "# The same builds timed on several days",
+        "# The same builds timed in several runs",
         "",
-        f"Produced by `{command}`. Per day: eqsat against the best stock variant that day (the file's own "
-        "table). Combined: each build's median over the days that timed it, the best stock variant chosen "
-        "among those medians; the floor is the widest of the days' noise floors (timing spread, A/A controls).",
+        f"Produced by `{command}`. Per run (one results file, one column): eqsat against the best stock "
+        "variant of that run (the file's own table). Combined: each build's median over the runs, the best "
+        "stock variant chosen among those medians; the floor is the widest of the runs' noise floors (timing "
+        "spread, A/A controls). A build left out of the combined figure is named beside it.",
         "",
         "| model | " + " | ".join(days) + " | combined | best stock (combined) | floor |",
         "|---|" + "---|" * len(days) + "---|---|---|",
@@ -114,15 +116,15 @@ def markdown(days: list[str], combined: dict[str, dict], command: str) -> str:
         else:
             combined_cell, best, floor = "-", "-", "-"
         if entry["moved"]:
-            combined_cell += " (left out, another module on another day: " + ", ".join(entry["moved"]) + ")"
+            combined_cell += " (left out, another module in another run: " + ", ".join(entry["moved"]) + ")"
         if entry["fewer"]:
-            combined_cell += " (left out, not timed every day: " + ", ".join(entry["fewer"]) + ")"
+            combined_cell += " (left out, not timed in every run: " + ", ".join(entry["fewer"]) + ")"
         lines.append(f"| {model} | " + " | ".join(cells) + f" | {combined_cell} | {best} | {floor} |")
     per_day = [geomean([e["days"][d]["ratio"] for e in combined.values() if d in e["days"]]) for d in days]
     lines += [
         "",
         f"Geometric mean of the combined ratios: **{geomean(ratios)}** over {len(ratios)} models "
-        f"(each day's own, over the models it timed: {', '.join(f'{d} {g}' for d, g in zip(days, per_day))}).",
+        f"(each run's own, over the models it timed: {', '.join(f'{d} {g}' for d, g in zip(days, per_day))}).",
         "",
     ]
     return "\n".join(lines)

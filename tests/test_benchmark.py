@@ -402,10 +402,10 @@ def test_timing_days_compares_each_builds_median_over_the_days(tmp_path):
     assert days.main([str(one), str(two), "--out", str(out)]) == 0
     text = out.read_text()
     # a: day 1 9/8 against stock+tvm, day 2 5/9 against stock+nhwc; medians: stock 10, stock+tvm 10, eqsat 8.5
-    left_out = "(left out, not timed every day: stock+nhwc)"
+    left_out = "(left out, not timed in every run: stock+nhwc)"
     assert f"| a | 1.125x (stock+tvm) | 0.556x (stock+nhwc) | **1.176x** {left_out} | stock | ±2.0% |" in text
     assert (
-        "| b | 1.333x (stock) | 2.000x (stock) | - (left out, another module on another day: eqsat) | - | - |" in text
+        "| b | 1.333x (stock) | 2.000x (stock) | - (left out, another module in another run: eqsat) | - | - |" in text
     )
     assert "**1.176x** over 1 models" in text and "| model | day1 | day2 |" in text
     with pytest.raises(SystemExit, match="no such results file"):
