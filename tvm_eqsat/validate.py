@@ -2,10 +2,10 @@
 
 The original block and its rewrite run on the same random inputs in the reference
 interpreter (``evaluate``); a relative difference above ``RTOL`` (and an absolute one
-above ``ATOL``) on any output rejects the rewrite.  So does one at a *checkpoint*: a node of the original and a
-node of the rewrite that the e-graph holds in one e-class (the pass names the pairs where
-the rewrite chose another e-node, ``rewrite_sites``).  Outputs alone can hide a wrong
-rewrite: through 16 layers of VGG-19 with random weights the signal shrinks until the
+above ``ATOL``) on any output rejects the rewrite.  So does one at a *checkpoint*: a node
+of the original and a node of the rewrite that the e-graph holds in one e-class (the pass
+names the pairs where the rewrite chose another e-node, ``rewrite_sites``).  Outputs alone
+can hide a wrong rewrite: through 16 layers of VGG-19 with random weights the signal shrinks until the
 biases decide the logits, and a direct conv and its Winograd form gave bit-equal float64
 outputs.  Random inputs can miss a bug that only some inputs
 expose (a rule that is wrong only where a value is zero, say); a rule that is
