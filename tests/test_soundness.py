@@ -474,6 +474,24 @@ def test_fp16_differences_are_judged_against_exact_arithmetic():
     assert fuzz._difference(prog, mod["main"], inputs, ref, ref) is None
 
 
+def test_fp32_differences_above_the_floor_are_judged_against_exact_arithmetic():
+    """Float32 builds more than ``RTOL_FP32`` apart (an output whose terms nearly cancel, fuzz
+    seed 13755) pass where the rewrite is as close to exact arithmetic as the original; a
+    wrong value, or one several times further off, is still a finding."""
+    from tvm_eqsat import verify
+
+    prog = next(p for p in map(fuzz.random_program, range(200)) if p.dtype == "float32" and len(p.outputs) == 1)
+    mod = fuzz.to_module(prog)
+    inputs = verify.random_inputs(mod["main"], prog.seed)
+    exact = fuzz._exact(mod["main"], inputs)
+    scale = float(np.max(np.abs(exact[0])))
+    noise = np.random.default_rng(0).standard_normal(exact[0].shape) * 1e-3 * scale
+    ref = [exact[0] + noise]  # the original build: 1e-3 off exact, ten times RTOL_FP32
+    assert fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] - noise]) is None  # rounding
+    assert "exact arithmetic" in fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] * 1.3])  # wrong
+    assert "exact arithmetic" in fuzz._difference(prog, mod["main"], inputs, ref, [exact[0] + 8 * noise])
+
+
 def test_fuzz_can_cost_for_cuda():
     """``--cost-target cuda``: every batch's pass costs for CUDA (its default families and,
     in the default flow, its learned model), the other options rotating as for llvm."""
