@@ -51,9 +51,9 @@ def day_labels(paths: list[Path]) -> list[str]:
 
 
 def combine(days: list[tuple[str, dict[str, dict[str, dict]]]]) -> dict[str, dict]:
-    """Per model: each day's best-stock ratio and floor, each build's median over the days (the
-    builds that kept one module and were timed every day; the others named), and the combined
-    ratio of the best stock build's median over the best eqsat build's."""
+    """Per model: each day's best-stock ratio and floor, the builds left out (another module on
+    some day, or not timed every day), and the combined ratio: the best stock build's median
+    over the days against the best eqsat build's."""
     models = list(dict.fromkeys(m for _, data in days for m in data))  # in the order the files list them
     out = {}
     for model in models:
@@ -78,13 +78,13 @@ def combine(days: list[tuple[str, dict[str, dict[str, dict]]]]) -> dict[str, dic
                 fewer.append(v)  # its median would be other days' than its rivals'
             else:
                 medians[v] = float(np.median([float(r["median_ms"]) for r in rows]))
-        entry = {"days": per_day, "medians": medians, "moved": moved, "fewer": fewer, "timed": len(timed)}
+        entry = {"days": per_day, "moved": moved, "fewer": fewer}
         stock = [v for v in STOCK_VARIANTS if v in medians and v not in AA_VARIANTS]
         eqsat = [v for v in EQSAT_VARIANTS if v in medians]
         if stock and eqsat:
             s = min(stock, key=medians.get)
             e = min(eqsat, key=medians.get)
-            entry.update(best_stock=s, best_eqsat=e, ratio=medians[s] / medians[e])
+            entry.update(best_stock=s, ratio=medians[s] / medians[e])
             entry["floor"] = max(d["floor"] for d in per_day.values()) if per_day else None
         out[model] = entry
     return out
