@@ -950,9 +950,16 @@ def seed_databases(args) -> None:
     """Start the tuned flow from the committed databases (the kernels we measured): their
     kernels are not tuned again at their budget.  Says where they were tuned.  Only the
     kernels tuned with this run's budget: seeded stock kernels tuned longer than the kernels
-    only eqsat has would bias the comparison (a run at 4 trials against the committed 64)."""
-    for work, name in ((args.work_dir, target_name(args)), (f"{args.work_dir}-aa", f"{target_name(args)}-aa")):
-        seed = TUNING_DIR / name
+    only eqsat has would bias the comparison (a run at 4 trials against the committed 64).
+    Kernels tuned longer than the main databases' budget for them (a 64-trial run of models
+    committed at 32) live apart, in ``<target>-t<trials>[-aa]`` (``export_tuning.py --apart``),
+    where they would not replace the records of the main database's other budget."""
+    main, apart = target_name(args), f"{target_name(args)}-t{args.trials}"
+    seeds = [(args.work_dir, TUNING_DIR / main), (f"{args.work_dir}-aa", TUNING_DIR / f"{main}-aa")]
+    seeds += [(w, TUNING_DIR / f"{apart}{aa}") for w, aa in ((args.work_dir, ""), (f"{args.work_dir}-aa", "-aa"))]
+    for work, seed in seeds:
+        if seed.name.startswith(apart) and not seed.is_dir():
+            continue
         source = json.loads((seed / "SOURCE.json").read_text()) if (seed / "SOURCE.json").is_file() else {}
         budgets = set(source.get("trial_budgets", ()))
         if budgets and args.trials not in budgets:

@@ -11,6 +11,7 @@ model can learn from them (``train_cost_model.py --from-database``).
     python scripts/export_tuning.py --mcpu generic       # ~/.cache/tvm_eqsat/ms-llvm[-aa]
     python scripts/export_tuning.py --cold-cache         # ~/.cache/tvm_eqsat/ms-llvm-<this cpu>-cold[-aa]
     python scripts/export_tuning.py --work-dir DIR --target llvm
+    python scripts/export_tuning.py --work-dir ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids-t64 --trials 64 --apart
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ def main() -> None:
         "32 for the full-size models, 64 for the small ones; kernels tuned less, by a quick run, would "
         "be retuned anyway)",
     )
+    p.add_argument(
+        "--apart",
+        action="store_true",
+        help="write <target>-t<trials>[-aa]: kernels tuned longer than the main database's budget for "
+        "them (a 64-trial run of models committed at 32), whose records would replace the main "
+        "database's; benchmark.py --trials <trials> seeds from both",
+    )
     args = p.parse_args()
     try:
         mcpu = tune.resolve_mcpu(args.mcpu) if args.target == "llvm" else "generic"
@@ -50,7 +58,8 @@ def main() -> None:
         p.error(str(err))
     target = tune.target_name(args.target, mcpu, args.cold_cache)
     work = args.work_dir or os.path.expanduser(f"~/.cache/tvm_eqsat/ms-{target}")
-    for src, name in ((work, target), (f"{work}-aa", f"{target}-aa")):
+    stem = f"{target}-t{args.trials}" if args.apart else target
+    for src, name in ((work, stem), (f"{work}-aa", f"{stem}-aa")):
         if not (Path(src) / "database_tuning_record.json").is_file():
             continue
         out = Path(args.out) / name
@@ -63,6 +72,12 @@ def main() -> None:
             kept = tuning_db.seed_database(merged, out)
             if kept:
                 print(f"{out}: {kept} committed kernels the work dir lacked are kept")
+            if args.apart:  # apart: only what the main database lacks at that budget
+                main = tuning_db.budgets_by_hash(Path(args.out) / name.replace(stem, target, 1))
+                budgets = tuning_db.read_budgets(merged)
+                tuning_db.write_budgets(
+                    merged, {k: n for k, n in budgets.items() if main.get(k.rsplit("-", 1)[1]) != n}
+                )
             n = tuning_db.prune_database(merged, out, args.trials, compress=True)
         budgets = json.loads((out / tuning_db.BUDGETS).read_text())
         (out / "SOURCE.json").write_text(

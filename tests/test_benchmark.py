@@ -265,6 +265,14 @@ def test_committed_databases_seed_only_a_run_at_their_budget(tmp_path, monkeypat
     # a database with kernels at several budgets seeds a run with the kernels at its budget only
     bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "64", *generic]))
     assert (tmp_path / "tuning" / "llvm", 64) in seeded
+    assert not [seed for seed, _ in seeded if seed.name.startswith("llvm-t")]  # none committed apart
+    # kernels tuned longer than the main database's budget for them are committed apart
+    # (export_tuning.py --apart): a run at that budget seeds from both
+    (tmp_path / "tuning" / "llvm-t64").mkdir()
+    (tmp_path / "tuning" / "llvm-t64" / "SOURCE.json").write_text(json.dumps({"trial_budgets": [64]}))
+    seeded.clear()
+    bench.seed_databases(bench.parse_args(["--flow", "tuned", "--trials", "64", *generic]))
+    assert {(tmp_path / "tuning" / "llvm", 64), (tmp_path / "tuning" / "llvm-t64", 64)} <= set(seeded)
 
 
 def test_the_quick_job_tunes_into_its_own_database():

@@ -365,6 +365,33 @@ def test_export_keeps_the_committed_kernels_the_work_dir_lacks(tmp_path, monkeyp
     assert calls == []  # the old kernel, at its old budget, is still there to build from
 
 
+def test_export_apart_commits_a_longer_tuning_beside_the_main_database(tmp_path, monkeypatch):
+    """``export_tuning.py --apart``: kernels tuned longer than the main database holds them (a
+    64-trial run of models committed at 32) go to ``<target>-t<trials>``, where they do not
+    replace the main database's records, and what the main database holds at that budget
+    is not copied there."""
+    import shutil
+
+    target = tvm.target.Target("llvm")
+    small = measure.workload_module(Workload("Matmul", (F32,), (TensorTy((32, 32), F32), TensorTy((32, 32), F32))))
+    tune.tune(small, target, tmp_path / "main-work", trials=4)
+    tune.tune(measure.workload_module(MATMUL), target, tmp_path / "main-work", trials=2)
+    main = tmp_path / "committed" / "llvm"
+    assert tuning_db.prune_database(tmp_path / "main-work", main, compress=True) == 2
+    committed = tuning_db.budgets_by_hash(main)
+    assert sorted(committed.values()) == [2, 4]
+    shutil.copytree(tmp_path / "main-work", tmp_path / "work")
+    tune.tune(measure.workload_module(MATMUL), target, tmp_path / "work", trials=4)  # raised from 2 to 4
+    export = load_script("export_tuning")
+    argv = ["export_tuning.py", "--mcpu", "generic", "--work-dir", str(tmp_path / "work"), "--trials", "4", "--apart"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--out", str(tmp_path / "committed")])
+    export.main()
+    assert tuning_db.budgets_by_hash(main) == committed  # the main database as it was
+    apart = tmp_path / "committed" / "llvm-t4"
+    assert tuning_db.budgets_by_hash(apart) == {h: 4 for h, n in committed.items() if n == 2}
+    assert json.loads((apart / "SOURCE.json").read_text())["kernels"] == 1
+
+
 def test_cold_tuning_flushes_the_weights_and_keeps_its_database_apart(tmp_path, monkeypatch):
     """``cold_cache=True`` times every candidate with the caches flushed (one run per repeat,
     so each is cold); its database is marked cold, is refused to a warm tuning (and the other
