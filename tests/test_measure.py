@@ -392,6 +392,19 @@ def test_export_apart_commits_a_longer_tuning_beside_the_main_database(tmp_path,
     assert json.loads((apart / "SOURCE.json").read_text())["kernels"] == 1
 
 
+def test_aa_agreement_compares_the_kernels_both_tunings_hold_at_the_budget(tmp_path):
+    """scripts/aa_agreement.py: a database's best time per kernel tuned with the budget, and
+    one tuning's times scored as the prediction of the other's."""
+    aa = load_script("aa_agreement")
+    tune.tune(measure.workload_module(MATMUL), tvm.target.Target("llvm"), tmp_path / "a", trials=2)
+    best = aa.best_us(str(tmp_path / "a"), 2)
+    assert len(best) == 1 and all(t > 0 for t in best.values())
+    assert aa.best_us(str(tmp_path / "a"), 4) == {}  # tuned with 2 trials, not 4
+    m = aa.agreement({"k1": 10.0, "k2": 20.0, "k3": 40.0}, {"k1": 10.0, "k2": 30.0, "k3": 20.0}, ["k1", "k2", "k3"])
+    assert m["median_ratio"] == 1.5 and m["over_1_5x"] == pytest.approx(1 / 3) and m["over_2x"] == 0
+    assert m["within_20pct"] == pytest.approx(1 / 3) and m["n"] == 3
+
+
 def test_cold_tuning_flushes_the_weights_and_keeps_its_database_apart(tmp_path, monkeypatch):
     """``cold_cache=True`` times every candidate with the caches flushed (one run per repeat,
     so each is cold); its database is marked cold, is refused to a warm tuning (and the other

@@ -1,0 +1,94 @@
+"""How well one tuning of a kernel predicts another: two databases' best records, kernel by kernel.
+
+The benchmark's database and its A/A control's (another seed, the same budget) tune the same
+kernels independently; each kernel's two best times differ by the tuning's lottery.  That
+difference is the ceiling of any cost model of one tuning's times (``train_cost_model.py``
+reports it for its dataset as "the labels' ceiling") and the noise under every comparison of
+two builds.  This script measures it straight from the databases, for the kernels tuned with at
+least ``--budget`` trials in both, and with ``--also A B BUDGET`` for the same kernels in a
+second pair of databases: a longer tuning against the shorter one it continued from, to see how
+much lottery the extra trials remove.
+
+    python scripts/aa_agreement.py ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids-t64 \\
+        ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids-t64-aa --budget 64 \\
+        --also ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids-aa 32
+
+Work dirs and committed (packed) databases read alike.  Kernels under ``--min-us`` (10 us) are
+left out: they rank by launch overhead, and most of a model's time is in the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tvm_eqsat import tuning_db
+from tvm_eqsat.harvest import INVALID_SECS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_cost_model import metrics  # noqa: E402
+
+
+def best_us(directory: str, budget: int) -> dict[str, float]:
+    """Each kernel's best record (median of its runs, us), by kernel hash, for the kernels
+    ``directory`` tuned with at least ``budget`` trials."""
+    budgets = tuning_db.budgets_by_hash(directory)
+    best: dict[str, float] = {}
+    for record in tuning_db.read_database(directory).get_all_tuning_records():
+        secs = [float(s) for s in record.run_secs]
+        if not secs or max(secs) >= INVALID_SECS:
+            continue
+        h = tuning_db.kernel_hash(record.workload.mod)
+        if budgets.get(h, 0) >= budget:
+            best[h] = min(best.get(h, np.inf), float(np.median(secs)) * 1e6)
+    return best
+
+
+def agreement(first: dict[str, float], second: dict[str, float], kernels: list[str]) -> dict:
+    """``metrics`` of one tuning's times as the prediction of the other's, and their ratios."""
+    a, b = np.array([first[k] for k in kernels]), np.array([second[k] for k in kernels])
+    ratio = np.maximum(a, b) / np.minimum(a, b)
+    return {
+        **metrics(a, b),
+        "median_ratio": float(np.median(ratio)),
+        "over_1_5x": float(np.mean(ratio > 1.5)),
+        "over_2x": float(np.mean(ratio > 2.0)),
+        # the ratio a model's time feels: each kernel weighted by its time
+        "time_weighted_ratio": float(np.exp(np.average(np.log(ratio), weights=a + b))),
+    }
+
+
+def row(name: str, m: dict) -> str:
+    return (
+        f"| {name} | {m['n']} | {m['spearman']:.3f} | {m['within_20pct']:.0%} | {m['median_ratio']:.3f}x | "
+        f"{m['over_1_5x']:.0%} | {m['over_2x']:.0%} | {m['time_weighted_ratio']:.3f}x |"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("first", help="a database (work dir or committed)")
+    p.add_argument("second", help="the same kernels tuned again, independently")
+    p.add_argument("--budget", type=int, default=32, help="kernels tuned with at least this many trials in both")
+    p.add_argument("--also", nargs=3, metavar=("FIRST", "SECOND", "BUDGET"), help="a second pair, same kernels")
+    p.add_argument("--min-us", type=float, default=10.0, help="leave out kernels faster than this in either")
+    args = p.parse_args(argv)
+    pairs = [(args.first, args.second, args.budget)]
+    if args.also:
+        pairs.append((args.also[0], args.also[1], int(args.also[2])))
+    tunings = [(best_us(a, n), best_us(b, n)) for a, b, n in pairs]
+    shared = set.intersection(*(set(first) & set(second) for first, second in tunings))
+    kernels = sorted(k for k in shared if all(min(f[k], s[k]) >= args.min_us for f, s in tunings))
+    if len(kernels) < 3:
+        sys.exit(f"the databases share {len(kernels)} kernels of {args.min_us:g} us or more (at least 3 needed)")
+    print("| databases | kernels | Spearman | within 20% | median ratio | > 1.5x | > 2x | time-weighted ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (a, b, n), (first, second) in zip(pairs, tunings):
+        print(row(f"`{a}` / `{b}`, {n} trials", agreement(first, second, kernels)))
+
+
+if __name__ == "__main__":
+    main()
