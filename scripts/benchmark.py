@@ -70,8 +70,10 @@ trials with the time left) and the results; what TVM's C++ code prints (thousand
 repeated warnings while MetaSchedule tunes) goes to ``<stem>.log`` beside the results.
 
 The tuned flow starts from the committed databases in ``benchmarks/tuning/`` (the kernels we
-measured, pruned to the best record each: ``scripts/export_tuning.py``), so their kernels are
-not tuned again at their budget (``--no-seed`` to tune everything here).  ``--tune-only``
+measured, pruned to the best record each: ``scripts/export_tuning.py``; a longer tuning of
+kernels the main database holds at a shorter budget is committed apart, as
+``<target>-t<trials>[-aa]``), so their kernels are not tuned again at their budget
+(``--no-seed`` to tune everything here).  ``--tune-only``
 tunes every variant's kernels and stops (the long part, for a background job).
 
     python scripts/benchmark.py --quick                                  # small SqueezeNet, tuned (committed kernels, generic x86-64)
