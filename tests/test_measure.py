@@ -365,6 +365,28 @@ def test_export_keeps_the_committed_kernels_the_work_dir_lacks(tmp_path, monkeyp
     assert calls == []  # the old kernel, at its old budget, is still there to build from
 
 
+def test_a_seed_at_a_larger_budget_leaves_a_kernel_tuned_here_to_be_tuned_on(tmp_path, monkeypatch):
+    """A work dir that tuned a kernel with 2 trials, seeded from a database that holds it at 4
+    (a 64-trial database committed apart, seeding a work dir tuned at 32): the work dir's own
+    records stay, so its budget must stay too; marked 4, the kernel would be built from its
+    2-trial records as if tuned with 4."""
+    import shutil
+
+    mod = measure.workload_module(MATMUL)
+    target = tvm.target.Target("llvm")
+    tune.tune(mod, target, tmp_path / "work", trials=2)
+    tuning_db.prune_database(tmp_path / "work", tmp_path / "longer")
+    budgets = tuning_db.read_budgets(tmp_path / "longer")
+    tuning_db.write_budgets(tmp_path / "longer", {key: 4 for key in budgets})
+    shutil.copytree(tmp_path / "work", tmp_path / "before")
+    assert tuning_db.seed_database(tmp_path / "work", tmp_path / "longer", trials=4) == 0
+    assert tuning_db.read_budgets(tmp_path / "work") == tuning_db.read_budgets(tmp_path / "before")
+    calls = []
+    monkeypatch.setattr(tune.ms, "tune_tasks", lambda *a, **k: calls.append(k["max_trials_per_task"]))
+    tune.tune(mod, target, tmp_path / "work", trials=4)
+    assert calls == [2]  # the 2 trials it lacks
+
+
 def test_export_apart_commits_a_longer_tuning_beside_the_main_database(tmp_path, monkeypatch):
     """``export_tuning.py --apart``: kernels tuned longer than the main database holds them (a
     64-trial run of models committed at 32) go to ``<target>-t<trials>``, where they do not

@@ -352,7 +352,8 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
         if trials is not None and kernel_hash(mod) not in wanted:
             continue
         if dst.has_workload(mod):
-            if tuned_records(dst, mod):
+            if tuned_records(dst, mod):  # tuned here already: its own records and budget stand
+                refused.add(kernel_hash(mod))
                 continue
             if replay(record.trace, stored_form(dst, mod)) is None:
                 log.warning("%s: a seed record names blocks the kernel stored here lacks; it is tuned here", seed)
@@ -364,7 +365,7 @@ def seed_database(work_dir: str | os.PathLike, seed_dir: str | os.PathLike, tria
         )
         copied += 1
     budgets = read_budgets(work_dir)
-    for key, n in seed_budgets.items():
+    for key, n in seed_budgets.items():  # the seed's budget goes with its records, not without them
         if key.rsplit("-", 1)[1] not in refused:
             budgets[key] = max(n, budgets.get(key, 0))
     write_budgets(work_dir, budgets)
