@@ -26,25 +26,20 @@ from pathlib import Path
 import numpy as np
 
 from tvm_eqsat import tuning_db
-from tvm_eqsat.harvest import INVALID_SECS
+from tvm_eqsat.harvest import best_record_us
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_cost_model import metrics  # noqa: E402
 
 
 def best_us(directory: str, budget: int) -> dict[str, float]:
-    """Each kernel's best record (median of its runs, us), by kernel hash, for the kernels
-    ``directory`` tuned with at least ``budget`` trials."""
+    """Each kernel's best record as the cost model's labels read it (``harvest.best_record_us``),
+    by kernel hash, for the kernels ``directory`` tuned with at least ``budget`` trials."""
     budgets = tuning_db.budgets_by_hash(directory)
-    best: dict[str, float] = {}
-    for record in tuning_db.read_database(directory).get_all_tuning_records():
-        secs = [float(s) for s in record.run_secs]
-        if not secs or max(secs) >= INVALID_SECS:
-            continue
-        h = tuning_db.kernel_hash(record.workload.mod)
-        if budgets.get(h, 0) >= budget:
-            best[h] = min(best.get(h, np.inf), float(np.median(secs)) * 1e6)
-    return best
+    database = tuning_db.read_database(directory)
+    kernels = {tuning_db.kernel_hash(r.workload.mod): r.workload.mod for r in database.get_all_tuning_records()}
+    best = {h: best_record_us(database, mod) for h, mod in kernels.items() if budgets.get(h, 0) >= budget}
+    return {h: found[0] for h, found in best.items() if found is not None}
 
 
 def agreement(first: dict[str, float], second: dict[str, float], kernels: list[str]) -> dict:
