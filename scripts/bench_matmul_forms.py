@@ -85,11 +85,11 @@ def bench_shape(shape, forms, seeds, trials: int, target, work_root: Path, repea
     ref = x[0] @ w + b
     dev = tvm.cpu()
     samplers, tune_s, err = {}, {}, {}
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
     for form in forms:
         mod = form_module(form, m, w, b)
         for seed in seeds:
             started = time.perf_counter()
-            logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
             work_dir = work_root / f"{m}x{k}x{n}-{form.replace(':', '')}-s{seed}"
             db = tune.tune(mod, target, work_dir, trials, seed=seed, population=128)
             with warnings.catch_warnings():
