@@ -37,7 +37,7 @@ from tvm import relax
 from tvm_eqsat import timing, tune
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import MS_LOG_LEVEL, machine_info  # noqa: E402
+from benchmark import MS_LOG_LEVEL, POPULATION, machine_info  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_REL_ERR = 1e-4  # every form sums the same products; float32 rounding stays near 1e-6
@@ -91,7 +91,7 @@ def bench_shape(shape, forms, seeds, trials: int, target, work_root: Path, repea
         for seed in seeds:
             started = time.perf_counter()
             work_dir = work_root / f"{m}x{k}x{n}-{form.replace(':', '')}-s{seed}"
-            db = tune.tune(mod, target, work_dir, trials, seed=seed, population=128)
+            db = tune.tune(mod, target, work_dir, trials, seed=seed, population=POPULATION)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ex = tune.build(mod, target, db)
@@ -101,8 +101,9 @@ def bench_shape(shape, forms, seeds, trials: int, target, work_root: Path, repea
             if rel > MAX_REL_ERR:  # a form that computes something else is not timed
                 raise RuntimeError(f"{form} (seed {seed}) is {rel:.1e} off x @ W + b")
             err[form] = max(err.get(form, 0.0), rel)
-            tune_s[form] = tune_s.get(form, 0.0) + time.perf_counter() - started
-            print(f"  {m}x{k}x{n} {form} seed {seed}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            elapsed = time.perf_counter() - started
+            tune_s[form] = tune_s.get(form, 0.0) + elapsed
+            print(f"  {m}x{k}x{n} {form} seed {seed}: {elapsed:.0f} s", file=sys.stderr)
     times = timing.time_interleaved(samplers, repeat)
     ms = {key: float(np.median(ts)) for key, ts in times.items()}
     rows = {}
