@@ -920,6 +920,117 @@ WINOGRAD_1D = {
 }
 
 
+# ---- nchwc: channel-blocked regions (NCHW16c), behind a conv the conv2d-nchwc rule blocks
+
+
+def _blocked_conv(bb, x, seed, out=16):
+    """A 3x3 conv of ``x`` (16 or 32 channels) with ``out`` outputs, padding 1: blockable."""
+    return bb.emit(R.nn.conv2d(x, const((out, int(x.ty.shape[1]), 3, 3), seed=seed), padding=1))
+
+
+def _nchwc_input(seed):
+    rng = _rng(seed)
+    return tensor("x", (1, int(rng.choice([16, 32])), int(rng.integers(5, 9)), int(rng.integers(5, 9))))
+
+
+def conv2d_nchwc(seed, positive):
+    """Any stride, padding and dilation, a 1x1 or 3x3 kernel; negative: 24 outputs, no block."""
+    rng = _rng(seed)
+    c, size, kernel = int(rng.choice([16, 32])), int(rng.integers(7, 11)), int(rng.choice([1, 3]))
+    stride, dil = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    pad = [int(p) for p in rng.integers(0, 3, 4)]
+    x, w = tensor("x", (1, c, size, size)), const((16 if positive else 24, c, kernel, kernel), seed=seed)
+    body = lambda bb, x: R.nn.relu(bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil)))  # noqa: E731
+    return module([x], body), ["conv2d-nchwc"]
+
+
+def block_of_unblock(seed, positive):
+    """Two blocked convs in a row; negative: a sigmoid between them, which no rule moves."""
+
+    def body(bb, x):
+        y = _blocked_conv(bb, x, seed, 32)
+        if not positive:
+            y = bb.emit(R.sigmoid(y))
+        return _blocked_conv(bb, y, seed + 1)
+
+    return module([_nchwc_input(seed)], body), ["conv2d-nchwc", "block-of-unblock"]
+
+
+def _unary_of_unblock(op, name):
+    def build(seed, positive):
+        def body(bb, x):
+            y = _blocked_conv(bb, x, seed)
+            if not positive:  # the op reads the conv through another op
+                y = bb.emit(R.reshape(y, [int(d) for d in y.ty.shape]))
+            return op(y)
+
+        return module([_nchwc_input(seed)], body), ["conv2d-nchwc", name]
+
+    return build
+
+
+def add_of_unblocks(seed, positive):
+    """Two blocked convs of one input added; negative: a conv plus another input, which
+    nothing blocks."""
+    x = _nchwc_input(seed)
+    other = tensor("y", (1, 16, *[int(d) for d in x.ty.shape][2:]))
+
+    def body(bb, x, y):
+        return R.add(_blocked_conv(bb, x, seed), _blocked_conv(bb, x, seed + 1) if positive else y)
+
+    return module([x, other], body), ["conv2d-nchwc", "add-of-unblocks"]
+
+
+def unblock_of_block(seed, positive):
+    """A blocked conv plus its own input (a residual): the input is the unblocking of the
+    conv's blocked input, so the add runs blocked too; negative: no conv blocks the input
+    (24 channels out)."""
+
+    def body(bb, x):
+        c = int(x.ty.shape[1])
+        w = const((c if positive else 24, c, 3, 3), seed=seed)
+        y = bb.emit(R.nn.conv2d(x, w, padding=1))
+        return R.add(y, x) if positive else R.nn.relu(y)
+
+    return module([_nchwc_input(seed)], body), ["conv2d-nchwc", "unblock-of-block", "add-of-unblocks"]
+
+
+def _const_of_unblock(op, name, const_first=False):
+    def build(seed, positive):
+        k = const((1, 16, 1, 1) if positive else (16, 1, 1), seed=seed)  # negative: rank 3
+
+        def body(bb, x):
+            y = _blocked_conv(bb, x, seed)
+            return R.nn.relu(bb.emit(op(k, y) if const_first else op(y, k)))
+
+        return module([_nchwc_input(seed)], body), ["conv2d-nchwc", name]
+
+    return build
+
+
+def _pool_nchwc(op, name):
+    def build(seed, positive):
+        """A 2x2 or 3x3 pool, stride 1 or 2; negative: ceil mode, which the rule leaves."""
+        rng = _rng(seed)
+        k, st = int(rng.choice([2, 3])), int(rng.integers(1, 3))
+
+        def body(bb, x):
+            return op(_blocked_conv(bb, x, seed), k, st, ceil_mode=not positive)
+
+        return module([_nchwc_input(seed)], body), ["conv2d-nchwc", name]
+
+    return build
+
+
+def _mean_nchwc(keepdims, name):
+    def build(seed, positive):
+        """The spatial mean; negative: the mean over the channels."""
+        body = lambda bb, x: R.mean(_blocked_conv(bb, x, seed), [2, 3] if positive else [1], keepdims=keepdims)  # noqa: E731
+        return module([_nchwc_input(seed)], body), ["conv2d-nchwc", name]
+
+    return build
+
+
 BUILDERS = {
     **{f"permute-identity-{r}": _permute_identity(r) for r in (2, 3, 4)},
     **{f"permute-compose-{r}": _permute_compose(r) for r in (2, 3, 4)},
@@ -996,6 +1107,19 @@ BUILDERS = {
     "conv2d-winograd-f4-nhwc": conv2d_winograd_f4_nhwc,
     "conv2d-winograd-f4-nhwc-pad": conv2d_winograd_f4_nhwc_pad,
     **WINOGRAD_1D,
+    "conv2d-nchwc": conv2d_nchwc,
+    "block-of-unblock": block_of_unblock,
+    "unblock-of-block": unblock_of_block,
+    "relu-of-unblock": _unary_of_unblock(R.nn.relu, "relu-of-unblock"),
+    "clip-of-unblock": _unary_of_unblock(lambda y: R.clip(y, 0.0, 6.0), "clip-of-unblock"),
+    "add-of-unblocks": add_of_unblocks,
+    "add-const-of-unblock": _const_of_unblock(R.add, "add-const-of-unblock"),
+    "const-add-of-unblock": _const_of_unblock(R.add, "const-add-of-unblock", const_first=True),
+    "mul-const-of-unblock": _const_of_unblock(R.multiply, "mul-const-of-unblock"),
+    "max-pool-nchwc": _pool_nchwc(R.nn.max_pool2d, "max-pool-nchwc"),
+    "avg-pool-nchwc": _pool_nchwc(R.nn.avg_pool2d, "avg-pool-nchwc"),
+    "mean-nchwc": _mean_nchwc(False, "mean-nchwc"),
+    "mean-nchwc-keepdims": _mean_nchwc(True, "mean-nchwc-keepdims"),
     "gelu-as-erf": gelu_as_erf,
     "erf-rational": erf_rational,
     "softmax-fast": softmax_fast,
@@ -1445,3 +1569,47 @@ def test_the_pass_subsamples_a_strided_1x1_conv_where_its_strided_rate_was_measu
     assert_close(mod, new, rtol=1e-5)
     generic, _ = tvm_eqsat.optimize(mod, tvm.target.Target("llvm"), flow="tuned")
     assert "relax.strided_slice" not in relax_ops(generic)
+
+
+@pytest.mark.parametrize("ratio", [None, 0.6])
+def test_the_pass_runs_a_residual_block_channel_blocked_where_the_blocked_conv_was_measured(monkeypatch, ratio):
+    """A bottleneck block (1x1, 3x3, 1x1 convs, bias adds, ReLUs, the residual add): where a
+    CPU's calibration holds ``nchwc_conv`` (0.6 here), the pass with the nchwc family runs
+    the whole block in NCHW16c, with one layout copy in and one out (a reshape and a
+    transpose each, which FuseOps fuses with the element-wise ops beside them); the three
+    convs are TOPI's conv2d_NCHWc, the bias adds, ReLUs and the residual add fused into them
+    or into the copy out (five kernels: three convs, two copies), and the values are the
+    NCHW block's within rounding.
+    Without the figure, nothing changes."""
+    import tvm
+
+    from tvm_eqsat import cost, tune
+
+    memory = {"bandwidth_gbs": 16.0, "cache_gbs": 63.0, **({"nchwc_conv": ratio} if ratio else {})}
+    monkeypatch.setattr(
+        cost, "measured_cpus", lambda: {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, memory)}
+    )
+    x = tensor("x", (1, 32, 14, 14))
+
+    def body(bb, x):
+        y = x
+        for i, (k, out) in enumerate([(1, 64), (3, 64), (1, 32)]):
+            w, b = const((out, int(y.ty.shape[1]), k, k), seed=i), const((1, out, 1, 1), seed=10 + i)
+            y = bb.emit(R.add(bb.emit(R.nn.conv2d(y, w, padding=k // 2)), b))
+            y = bb.emit(R.nn.relu(y) if i < 2 else R.nn.relu(bb.emit(R.add(y, x))))
+        return y
+
+    mod = module([x], body)
+    zen3 = tvm.target.Target({"kind": "llvm", "mcpu": "znver3"})
+    new, report = tvm_eqsat.optimize(mod, zen3, flow="tuned", rules=["nchwc"])
+    fn = report.functions["main"]
+    if ratio is None:
+        assert not fn.changed, fn.changes
+        return
+    assert "3 of 3 convs run in NCHW16c" in fn.changes, fn.changes
+    assert "2 layout copies into or out of NCHW16c added" in fn.changes, fn.changes
+    ops = relax_ops(new)
+    assert "relax.nn.conv2d" not in ops and ops["relax.call_tir"] == 3, ops
+    kernels = sorted(gv.name_hint for gv in tune.fuse_for_tuning(new, zen3).get_global_vars() if gv.name_hint != "main")
+    assert len(kernels) == 5 and sum("eqsat_conv2d_nchwc" in k for k in kernels) == 3, kernels
+    assert_close(mod, new, rtol=1e-5)

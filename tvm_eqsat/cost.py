@@ -61,6 +61,10 @@ class Machine:
     nhwc_square_narrow: float = 1.0
     nhwc_asymmetric: float = 1.0
     nhwc_depthwise: float = 1.0
+    # a channel-blocked conv's time (nchwc.egg: TOPI's conv2d_NCHWc, NCHW16c) over the same
+    # conv's in NCHW, both tuned alone (scripts/bench_nchwc.py); 1.0: not measured, and then
+    # the blocked form, priced like the NCHW one plus its layout copies, is never chosen
+    nchwc_conv: float = 1.0
 
     def libm_us(self, op: str, out_ty) -> float:
         """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
@@ -398,8 +402,10 @@ def layout_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty 
 
 
 def nhwc_ratio(m: Machine, op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None) -> float:
-    """What an NHWC conv's time is over the NCHW one's on machine ``m`` (1.0: not measured, or
-    not an NHWC conv)."""
+    """What an NHWC or channel-blocked conv's time is over the NCHW one's on machine ``m``
+    (1.0: not measured, or not such a conv)."""
+    if op == "Conv2dNCHWc":
+        return m.nchwc_conv
     if op != "Conv2d" or attrs[4] != "NHWC":
         return 1.0
     kind = layout_class(op, attrs, in_tys, out_ty)
@@ -410,6 +416,8 @@ def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | N
     """Which measured kind of compute kernel a node is (``_tuned_llvm_machines``), None for the rest."""
     if op == "Matmul":
         return "matmul"
+    if op == "Conv2dNCHWc":  # groups 1 (nchwc.egg)
+        return "conv"
     if op == "Conv2d" and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
         kernel_layout, groups = attrs[5], attrs[3]
         per_group = in_tys[1].shape[kernel_layout.index("I")] if "I" in kernel_layout else 0

@@ -16,6 +16,8 @@ from .ops import ERF_OPS
 NAMES = {
     "conv2d NCHW": ("NCHW conv", "NCHW convs"),
     "conv2d NHWC": ("NHWC conv", "NHWC convs"),
+    "conv2d NCHW16c": ("channel-blocked conv", "channel-blocked convs"),
+    "blocking copy": ("layout copy into or out of NCHW16c", "layout copies into or out of NCHW16c"),
     "batch_norm": ("batch norm", "batch norms"),
     "permute_dims": ("transpose", "transposes"),
     "matmul": ("matmul", "matmuls"),
@@ -34,6 +36,7 @@ NAMES = {
     "fused slice": ("part read in place as a fused slice", "parts read in place as fused slices"),
     "pool NHWC": ("NHWC pool", "NHWC pools"),
     "pool NCHW": ("NCHW pool", "NCHW pools"),
+    "pool NCHW16c": ("NCHW16c pool", "NCHW16c pools"),
     "erf call": ("GELU or erf", "GELUs or erfs"),
     "softmax": ("softmax", "softmaxes"),
     "strided 1x1": ("strided 1x1 conv", "strided 1x1 convs"),
@@ -69,6 +72,10 @@ def census(graph: TensorGraph) -> Counter:
             strided = strided_conv(node.op, node.attrs, in_tys)
             if strided is not None:
                 counts[strided.name] += 1
+        elif node.op == "Conv2dNCHWc":  # nchwc.egg
+            counts["conv2d NCHW16c"] += 1
+        elif node.op in ("ToBlocked", "FromBlocked"):
+            counts["blocking copy"] += 1
         elif node.op in ("MaxPool2d", "AvgPool2d"):
             counts[f"pool {node.attrs[6]}"] += 1
         elif node.op == "BatchNorm":
@@ -143,10 +150,13 @@ def _n(count: int, key: str) -> str:
 def describe(before: Counter, after: Counter) -> list[str]:
     """Sentences for what differs between two censuses, the largest changes first."""
     out = []
-    convs_before = before["conv2d NCHW"] + before["conv2d NHWC"]
-    convs_after = after["conv2d NCHW"] + after["conv2d NHWC"]
-    if after["conv2d NHWC"] > before["conv2d NHWC"]:
-        out.append(f"{after['conv2d NHWC'] - before['conv2d NHWC']} of {convs_after} convs run in NHWC")
+    convs_before = before["conv2d NCHW"] + before["conv2d NHWC"] + before["conv2d NCHW16c"]
+    convs_after = after["conv2d NCHW"] + after["conv2d NHWC"] + after["conv2d NCHW16c"]
+    for layout in ("NHWC", "NCHW16c"):
+        if after[f"conv2d {layout}"] > before[f"conv2d {layout}"]:
+            out.append(
+                f"{after[f'conv2d {layout}'] - before[f'conv2d {layout}']} of {convs_after} convs run in {layout}"
+            )
     as_matmuls = max(after["matmul of a conv weight"] - before["matmul of a conv weight"], 0)
     if as_matmuls:
         out.append(_n(as_matmuls, "matmul of a conv weight"))
@@ -167,7 +177,7 @@ def describe(before: Counter, after: Counter) -> list[str]:
     if matmuls_after < matmuls_before:
         out.append(f"{matmuls_before} matmuls merged into {matmuls_after}")
     regions = after["conv2d NHWC"] > before["conv2d NHWC"]
-    for key in ("permute_dims", "pool NHWC", "concat", "split"):
+    for key in ("permute_dims", "blocking copy", "pool NHWC", "pool NCHW16c", "concat", "split"):
         d = after[key] - before[key]
         if key == "permute_dims":  # a Winograd conv's two transposes are part of it
             d -= 2 * as_winograd

@@ -210,6 +210,35 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return erf(x)
 
 
+def _to_blocked(xs, a):
+    """(N, C, H, W) -> (N, C/b, H, W, b), as ops' ToBlocked."""
+    (b,) = a
+    n, c, h, w = xs[0].shape
+    return xs[0].reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2)
+
+
+def _from_blocked(x: np.ndarray) -> np.ndarray:
+    """(N, C/b, H, W, b) -> (N, C, H, W), as ops' FromBlocked."""
+    n, blocks, h, w, b = x.shape
+    return x.transpose(0, 1, 4, 2, 3).reshape(n, blocks * b, h, w)
+
+
+def _block_weight(xs, a):
+    (b,) = a
+    o, i, kh, kw = xs[0].shape
+    return xs[0].reshape(o // b, b, i // b, b, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+
+
+def _conv2d_nchwc(xs, a):
+    """TOPI's conv2d_NCHWc as the NCHW conv of the unblocked data and weight, blocked again."""
+    strides, padding, dilation, out_dtype = a
+    x, w = xs
+    ob, ib, kh, kw, bi, bo = w.shape
+    w_oihw = w.transpose(0, 5, 1, 4, 2, 3).reshape(ob * bo, ib * bi, kh, kw)
+    out = _conv2d([_from_blocked(x), w_oihw], (strides, padding, dilation, 1, "NCHW", "OIHW", "NCHW", out_dtype))
+    return _to_blocked([out], (bo,))
+
+
 def _kernel_of_tvm(xs, a):
     raise NotCovered("an approximation: its value is what TVM's kernel computes")
 
@@ -254,6 +283,11 @@ SEMANTICS: dict[str, Callable[[list, tuple], Any]] = {
     # TOPI's approximation (fast_math.egg) runs as TVM builds it, so that translation
     # validation measures its error against the exact softmax
     "FastSoftmax": _kernel_of_tvm,
+    # the channel-blocked layout (nchwc.egg)
+    "ToBlocked": _to_blocked,
+    "FromBlocked": lambda xs, a: _from_blocked(xs[0]),
+    "BlockWeight": _block_weight,
+    "Conv2dNCHWc": _conv2d_nchwc,
 }
 
 

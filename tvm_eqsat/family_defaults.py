@@ -34,8 +34,12 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # conv_matmul in the tuned flow (Zen 5, 32 trials, cold), every 1x1 conv as a matmul: 0.914-1.124x
 # of the pass without it on six models, 0.994x in geometric mean; the matmul form faster for 15 of
 # 49 convs, no shape pattern above the tuning lottery (benchmarks/results/conv-matmul-llvm-znver5-
-# cold-t32.md).
-OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
+# cold-t32.md).  nchwc (channel-blocked convs, TOPI's conv2d_NCHWc) ran 1.25-1.65x as fast as
+# the better of NCHW and NHWC on six of ResNet-50's seven stride-1 bottleneck convs alone and
+# 0.97x on the seventh (Xeon, 64 trials, two seeds a form: layers-nchwc-llvm-emeraldrapids-
+# t64.md); the roofline prices it with one figure for all convs (Machine.nchwc_conv), and
+# END_TO_END_PLACEHOLDER
+OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "nchwc")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
 # 1.26x on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/

@@ -107,6 +107,9 @@ def flops(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> float:
         kernel_layout = attrs[5]
         out_channels = weight.shape[kernel_layout.index("O")] if "O" in kernel_layout else 1
         return 2.0 * out.numel * weight.numel / max(out_channels, 1)
+    if op == "Conv2dNCHWc" and out is not None and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
+        weight = in_tys[1]  # (O/b, I/b, kh, kw, b, b): each output sums over I * kh * kw
+        return 2.0 * out.numel * weight.numel / max(weight.shape[0] * weight.shape[5], 1)
     if op in ("MaxPool2d", "AvgPool2d") and out is not None:
         return float(out.numel * _numel(attrs[0]))
     if op in ("LayerNorm", "BatchNorm", "Softmax", "FastSoftmax", "Mean") and first is not None:

@@ -31,7 +31,9 @@ from .graph import INPUT, TGET, Node, TensorGraph
 # fusable and reduction patterns); a graph input starts no fused group either.  Opaque calls
 # are not among them: an unknown op may be element-wise to FuseOps (``where``), so a reshape
 # beside one may fuse (priced as the view, the lower bound)
-ANCHORS = frozenset({"Matmul", "Conv2d", "BatchNorm", "LayerNorm", "Softmax", "MaxPool2d", "AvgPool2d", "Mean"})
+ANCHORS = frozenset(
+    {"Matmul", "Conv2d", "Conv2dNCHWc", "BatchNorm", "LayerNorm", "Softmax", "MaxPool2d", "AvgPool2d", "Mean"}
+)
 _ANCHOR_DEPTH = 4  # element-wise epilogue ops followed back to their kernel
 
 # the ops a strided slice before them fuses into (TVM's rule: a path of element-wise and

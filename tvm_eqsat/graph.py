@@ -342,6 +342,7 @@ def block_from_graph(g: TensorGraph) -> Any:
             value = relax.TupleGetItem(kids[0], n.attrs[0])
         else:
             value = ops.build_call(ops.BY_NAME[n.op], kids, n.attrs)
+        value, counter = _bind_inner_calls(bb, value, bindings, counter)
         value = bb.normalize(value)
         var = out_var_of.get(nid)
         if var is None:
@@ -356,6 +357,25 @@ def block_from_graph(g: TensorGraph) -> Any:
             bindings.append(relax.VarBinding(var, exprs[nid]))
             emitted_outputs.add(var)
     return relax.DataflowBlock(bindings)
+
+
+def _bind_inner_calls(bb, value, bindings: list, counter: int):
+    """``value`` with each call among its arguments bound to a variable of its own first (an
+    op that is built as two Relax calls, such as nchwc.egg's layout copies: a reshape, then a
+    transpose): a binding holds one call."""
+    if not isinstance(value, relax.Call) or not any(isinstance(a, relax.Call) for a in value.args):
+        return value, counter
+    args = []
+    for arg in value.args:
+        if isinstance(arg, relax.Call):
+            arg, counter = _bind_inner_calls(bb, arg, bindings, counter)
+            arg = bb.normalize(arg)
+            var = relax.DataflowVar(f"lv{counter}", arg.ty)
+            counter += 1
+            bindings.append(relax.VarBinding(var, arg))
+            arg = var
+        args.append(arg)
+    return relax.Call(value.op, args, value.attrs, value.ty_args), counter
 
 
 # ---------------------------------------------------------------- modules

@@ -338,6 +338,32 @@ def _read_nothing(call):
     raise NotNative("no Relax call is read as this op")
 
 
+def _static_shape(x) -> list[int]:
+    return [int(d) for d in x.ty.shape.values]
+
+
+def _build_to_blocked(xs, a):
+    """(N, C, H, W) -> (N, C/b, H, W, b): channel c in block c // b, at lane c % b.  A reshape
+    and a transpose, which FuseOps fuses with the element-wise ops beside them (a
+    ``layout_transform`` it leaves alone, a kernel of its own)."""
+    (b,) = a
+    n, c, h, w = _static_shape(xs[0])
+    return relax.op.permute_dims(relax.op.reshape(xs[0], [n, c // b, b, h, w]), [0, 1, 3, 4, 2])
+
+
+def _build_from_blocked(xs, a):
+    """(N, C/b, H, W, b) -> (N, C, H, W), ``_build_to_blocked``'s inverse."""
+    n, blocks, h, w, b = _static_shape(xs[0])
+    return relax.op.reshape(relax.op.permute_dims(xs[0], [0, 1, 4, 2, 3]), [n, blocks * b, h, w])
+
+
+def _build_block_weight(xs, a):
+    """OIHW -> (O/b, I/b, kh, kw, b_i, b_o), the weight layout of TOPI's conv2d_NCHWc."""
+    (b,) = a
+    o, i, kh, kw = _static_shape(xs[0])
+    return relax.op.permute_dims(relax.op.reshape(xs[0], [o // b, b, i // b, b, kh, kw]), [0, 2, 4, 5, 3, 1])
+
+
 def _build_table(xs, a):
     name, shape, dtype = a
     return relax.const(table(name, tuple(shape), dtype))
@@ -585,6 +611,21 @@ SPECS: tuple[OpSpec, ...] = (
         [("axis", I64)],
         _read_nothing,
         lambda xs, a: te_ops.call("fast_softmax", xs[0], a[0]),
+        KERNEL,
+    ),
+    # the channel-blocked layout of nchwc.egg (NeoCPU's NCHW[b]c): a tensor into and out of
+    # it, a conv weight into it, and TOPI's conv2d_NCHWc (te_ops.py; TVM's legalization has no
+    # rule for a blocked conv2d); no Relax op reads back as one
+    _spec("ToBlocked", "", 1, [("block", I64)], _read_nothing, _build_to_blocked, INJECTIVE),
+    _spec("FromBlocked", "", 1, (), _read_nothing, _build_from_blocked, INJECTIVE),
+    _spec("BlockWeight", "", 1, [("block", I64)], _read_nothing, _build_block_weight, INJECTIVE),
+    _spec(
+        "Conv2dNCHWc",
+        "",
+        2,
+        [("strides", IVEC), ("padding", IVEC), ("dilation", IVEC), ("out_dtype", STR)],
+        _read_nothing,
+        lambda xs, a: te_ops.call_n("conv2d_nchwc", xs, *a),
         KERNEL,
     ),
     # a constant matrix a rule introduces (tables.py); no Relax op reads back as one

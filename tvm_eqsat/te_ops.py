@@ -1,10 +1,15 @@
-"""Ops the pass emits as TVM's own TE kernels: TOPI's fast softmax.
+"""Ops the pass emits as TVM's own TE kernels: TOPI's fast softmax and its conv2d on
+channel-blocked data (``conv2d_NCHWc``).
 
 TVM computes the exponentials inside ``nn.softmax`` with a C library call per element,
 which MetaSchedule does not vectorize.  ``FastMathTransform`` replaces every softmax (and
 exp, erf and tanh) of a module by TOPI's polynomial forms (``topi.nn.fast_softmax``).  The
 rule of ``fast_math.egg`` offers the same kernel as an alternative in the e-graph, so
 extraction chooses it where it is cheaper, and the rebuilt block calls it with ``call_tir``.
+
+TVM's Relax legalization has no rule for a conv2d whose layout blocks the channels
+(``NCHW16c``, NeoCPU's layout), so ``nchwc.egg``'s convs are TOPI's ``conv2d_NCHWc`` the
+same way.
 
 Each kernel is made once per process for each input type and attribute values, as
 ``BlockBuilder.emit_te`` makes it (the PrimFunc is the one ``FastMathTransform`` makes, so
@@ -25,10 +30,23 @@ _MADE: dict[tuple, tuple[tvm.ir.GlobalVar, relax.TensorType]] = {}  # (name, typ
 _BY_NAME: dict[str, tvm.tirx.PrimFunc] = {}
 
 
+def _conv2d_nchwc(data, kernel, strides, padding, dilation, out_dtype):
+    """TOPI's conv2d on (N, C/b, H, W, b) data and (O/b, C/b, kh, kw, b, b) weights; its
+    compute asks for a current target, which it does not otherwise read."""
+    from tvm import topi
+
+    block = int(data.shape[-1])
+    layout = f"NCHW{block}c"
+    with tvm.target.Target("llvm"):
+        return topi.nn.conv2d_NCHWc(
+            data, kernel, list(strides), list(padding), list(dilation), layout, layout, out_dtype or data.dtype
+        )
+
+
 def _topi(name: str) -> Callable:
     from tvm import topi
 
-    return {"fast_softmax": topi.nn.fast_softmax}[name]
+    return {"fast_softmax": topi.nn.fast_softmax, "conv2d_nchwc": _conv2d_nchwc}[name]
 
 
 def _tensor_type(expr) -> relax.TensorType:
@@ -40,15 +58,22 @@ def _tensor_type(expr) -> relax.TensorType:
 
 def call(name: str, x, *attrs) -> relax.Call:
     """``call_tir`` of TOPI's ``name`` (fast_softmax) on ``x``, with ``attrs`` (its axis)."""
-    ty = _tensor_type(x)
-    shape = tuple(int(d) for d in ty.shape.values)
-    key = (name, shape, str(ty.dtype), attrs)
+    return call_n(name, [x], *attrs)
+
+
+def call_n(name: str, inputs, *attrs) -> relax.Call:
+    """``call_tir`` of ``name`` (fast_softmax, conv2d_nchwc) on the tensors ``inputs``, with
+    ``attrs``."""
+    types = [_tensor_type(x) for x in inputs]
+    signature = tuple((tuple(int(d) for d in ty.shape.values), str(ty.dtype)) for ty in types)
+    key = (name, *signature[0], attrs) if len(inputs) == 1 else (name, signature, attrs)
     if key not in _MADE:
         digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
         bb = relax.BlockBuilder()
-        param = relax.Var("x", relax.TensorType(shape, ty.dtype))
-        with bb.function("main", [param]):
-            out = bb.emit_te(_topi(name), param, *attrs, primfunc_name_hint=f"{PREFIX}{name}_{digest}")
+        names = ["x"] if len(signature) == 1 else [f"x{i}" for i in range(len(signature))]
+        params = [relax.Var(n, relax.TensorType(shape, dtype)) for n, (shape, dtype) in zip(names, signature)]
+        with bb.function("main", params):
+            out = bb.emit_te(_topi(name), *params, *attrs, primfunc_name_hint=f"{PREFIX}{name}_{digest}")
             bb.emit_func_output(out)
         made = bb.get()
         made_call = made["main"].body.blocks[0].bindings[0].value
@@ -56,7 +81,7 @@ def call(name: str, x, *attrs) -> relax.Call:
         _MADE[key] = (gv, made_call.ty_args[0])
         _BY_NAME[gv.name_hint] = made[gv]
     gv, out_ty = _MADE[key]
-    return relax.call_tir(gv, relax.Tuple([x]), out_ty)
+    return relax.call_tir(gv, relax.Tuple(list(inputs)), out_ty)
 
 
 def _called(func) -> set[tvm.ir.GlobalVar]:
