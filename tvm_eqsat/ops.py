@@ -338,29 +338,25 @@ def _read_nothing(call):
     raise NotNative("no Relax call is read as this op")
 
 
-def _static_shape(x) -> list[int]:
-    return [int(d) for d in x.ty.shape.values]
-
-
 def _build_to_blocked(xs, a):
     """(N, C, H, W) -> (N, C/b, H, W, b): channel c in block c // b, at lane c % b.  A reshape
     and a transpose, which FuseOps fuses with the element-wise ops beside them (a
     ``layout_transform`` it leaves alone, a kernel of its own)."""
     (b,) = a
-    n, c, h, w = _static_shape(xs[0])
+    n, c, h, w = _shape(xs[0])
     return relax.op.permute_dims(relax.op.reshape(xs[0], [n, c // b, b, h, w]), [0, 1, 3, 4, 2])
 
 
 def _build_from_blocked(xs, a):
     """(N, C/b, H, W, b) -> (N, C, H, W), ``_build_to_blocked``'s inverse."""
-    n, blocks, h, w, b = _static_shape(xs[0])
+    n, blocks, h, w, b = _shape(xs[0])
     return relax.op.reshape(relax.op.permute_dims(xs[0], [0, 1, 4, 2, 3]), [n, blocks * b, h, w])
 
 
 def _build_block_weight(xs, a):
     """OIHW -> (O/b, I/b, kh, kw, b_i, b_o), the weight layout of TOPI's conv2d_NCHWc."""
     (b,) = a
-    o, i, kh, kw = _static_shape(xs[0])
+    o, i, kh, kw = _shape(xs[0])
     return relax.op.permute_dims(relax.op.reshape(xs[0], [o // b, b, i // b, b, kh, kw]), [0, 2, 4, 5, 3, 1])
 
 
