@@ -29,6 +29,7 @@ import argparse
 import datetime
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -275,18 +276,18 @@ def pairs_tuned_twice(pairs, samples, again) -> dict | None:
     }
 
 
-def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dict:
-    """How each predictor orders the (NCHW, NHWC) pairs: the share ordered as measured
-    (a tie counts as wrong: it leaves the choice to chance), the ties, the share right
-    among the *decisive* pairs (measured more than ``DECISIVE`` apart: many pairs are
-    near ties, where either choice costs little and either order is noise), and the
+def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray], other: str = "NHWC") -> dict:
+    """How each predictor orders the (NCHW, ``other``) pairs (``layout_pairs``): the share
+    ordered as measured (a tie counts as wrong: it leaves the choice to chance), the ties, the
+    share right among the *decisive* pairs (measured more than ``DECISIVE`` apart: many pairs
+    are near ties, where either choice costs little and either order is noise), and the
     time of its choices over the best choices' (a tie taken as NCHW).  The same for
-    always answering NCHW and always NHWC, the baselines a model must beat."""
+    always answering NCHW and always ``other``, the baselines a model must beat."""
     i, j = (np.array(v, dtype=int) for v in zip(*pairs)) if pairs else (np.zeros(0, int),) * 2
     decisive = np.abs(np.log(y[j] / y[i])) > np.log1p(DECISIVE)
     best = np.minimum(y[i], y[j]).sum()
-    out = {"pairs": len(pairs), "nhwc_faster": int((y[j] < y[i]).sum()), "decisive": int(decisive.sum())}
-    constant = {"always NCHW": np.zeros(len(pairs), bool), "always NHWC": np.ones(len(pairs), bool)}
+    out = {"pairs": len(pairs), f"{other.lower()}_faster": int((y[j] < y[i]).sum()), "decisive": int(decisive.sum())}
+    constant = {"always NCHW": np.zeros(len(pairs), bool), f"always {other}": np.ones(len(pairs), bool)}
     for name, nhwc in {**{n: np.asarray(p)[j] < np.asarray(p)[i] for n, p in predictions.items()}, **constant}.items():
         pred = np.asarray(predictions.get(name, np.arange(len(y))))  # a constant answer has no ties
         tie = pred[i] == pred[j]
@@ -298,6 +299,31 @@ def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray]) -> dic
             "time_over_best": float(np.where(nhwc, y[j], y[i]).sum() / best) if len(pairs) else float("nan"),
         }
     return out
+
+
+BLOCKED = "NCHW16c"  # nchwc.egg's layout: the blocked conv's choice pairs
+
+
+def _pair_lines(choices: dict, other: str, split: str) -> list[str]:
+    """The report's table of how each predictor orders the (NCHW, ``other``) choice pairs."""
+    n, d = choices["pairs"], choices["decisive"]
+    return [
+        f"**Choice pairs: NCHW or {other}.** {n} convolutions of the dataset were measured in both "
+        f"layouts (same shapes, attributes and epilogue ops); {other} measured faster in "
+        f"{choices[f'{other.lower()}_faster']}; {d} pairs differ by more than {DECISIVE * 100:.0f}% (the rest are "
+        f"near ties, where the order is noise and either choice costs little). Ordered as measured ({split}; a tie "
+        "counts as wrong), beside always answering one layout (a model must beat both to be worth asking); the last "
+        "column is the total time of each predictor's choices over the best choices' (a tie taken as NCHW):",
+        "",
+        f"| predictor | ordered right | ties | right, {d} decisive pairs | time over the best |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {name} | {c['right']} of {n} ({c['right'] / n * 100:.0f}%) | {c['ties']} | "
+            f"{c['decisive_right']} ({c['decisive_right'] / max(d, 1) * 100:.0f}%) | {c['time_over_best']:.3f} |"
+            for name, c in ((k, choices[k]) for k in ("model", "roofline", "always NCHW", f"always {other}"))
+        ),
+        "",
+    ]
 
 
 def k_fold(samples, fit: Fit, k: int = 5, seed: int = 0) -> tuple[dict, np.ndarray]:
@@ -327,6 +353,7 @@ def harvest_dataset(
     mcpu: str = "generic",
     full: list[str] | None = None,
     saved: str | None = None,
+    also_rules: Sequence[Sequence[str]] = (),
 ) -> None:
     """Write the kernels of the zoo models ``names`` that the MetaSchedule database
     ``work_dir`` has tuned (or a device's offline tuning timed: a ``batch_tune.kernel_times``
@@ -341,7 +368,9 @@ def harvest_dataset(
     ``full``: zoo models also tuned into it at full size (with ``small``, a database that
     holds both sizes); their rows carry the model's name, so held out by model, a model's
     two sizes leave together.  ``saved``: the folder of modules ``device_bench.py variants``
-    saved (the modules an offline tuning tuned), read instead of building the variants again."""
+    saved (the modules an offline tuning tuned), read instead of building the variants again.
+    ``also_rules``: rule sets of more eqsat variants whose kernels are harvested too (the
+    opt-in forms a benchmark run tuned with ``--rules``: nchwc's blocked convs)."""
     import csv
 
     import tvm
@@ -369,6 +398,9 @@ def harvest_dataset(
             model = (models.SMALL if reduced else models.MODELS)[name]()
             options = {"flow": "tuned", **({"rules": tuple(rules)} if rules is not None else {})}
             mods = [make_variant(v, model.mod, tgt, options).mod for v in HARVESTED_VARIANTS]
+            mods += [
+                make_variant("eqsat", model.mod, tgt, {"flow": "tuned", "rules": tuple(r)}).mod for r in also_rules
+            ]
         found = []
         for h in harvest(work_dir, mods, tgt, progress=True):
             if h.workload.key() not in seen:
@@ -512,6 +544,14 @@ def main() -> None:
         help="with --from-database: the eqsat variant's rule families or rules, as given to benchmark.py --rules",
     )
     p.add_argument(
+        "--also-rules",
+        nargs="+",
+        action="append",
+        metavar="RULE",
+        help="with --from-database: also harvest the eqsat variant built with these rule families or rules "
+        "(given again: another variant), e.g. the opt-in families a benchmark run tuned with --rules",
+    )
+    p.add_argument(
         "--aa-database",
         metavar="DIR",
         default=None,
@@ -604,6 +644,7 @@ def main() -> None:
                 mcpu,
                 args.full_models,
                 args.modules,
+                args.also_rules or (),
             )
         except FileNotFoundError as err:  # a wrong directory: say so, not a traceback
             raise SystemExit(str(err)) from None
@@ -673,6 +714,10 @@ def main() -> None:
     roofline = metrics(y, roofline_pred)
     pairs = layout_pairs(samples)
     choices = pair_orders(pairs, y, {"model": pred, "roofline": roofline_pred}) if pairs else None
+    blocked_pairs = layout_pairs(samples, BLOCKED)
+    blocked = (
+        pair_orders(blocked_pairs, y, {"model": pred, "roofline": roofline_pred}, BLOCKED) if blocked_pairs else None
+    )
     if choices and again:
         choices["ceiling"] = pair_ceiling(pairs, y, again.pop("log_ratios"))
         choices["tuned_twice"] = pairs_tuned_twice(pairs, samples, again_samples)
@@ -719,6 +764,7 @@ def main() -> None:
         "held_out_by_model": overall,
         "held_out_by_model_without_grid": without_grid,
         "layout_pairs": choices,
+        **({"blocked_pairs": blocked} if blocked else {}),
         "random_5_fold": kfold,
         "unmeasured": unmeasured,
         "unmeasured_judged_on": judged[2] if args.unmeasured == "auto" else None,
@@ -776,25 +822,12 @@ def main() -> None:
             "",
         ]
     if choices:
-        n, d = choices["pairs"], choices["decisive"]
         lines += [
-            f"**Choice pairs: NCHW or NHWC.** {n} convolutions of the dataset were measured in both "
-            f"layouts (same shapes, attributes and epilogue ops); NHWC measured faster in {choices['nhwc_faster']}; "
-            f"{d} pairs differ by more than {DECISIVE * 100:.0f}% (the rest are near ties, where the order is noise "
-            f"and either choice costs little). Ordered as measured ({split}; a tie counts as wrong), beside always "
-            "answering one layout (a model must beat both to be worth asking); the last column is the total time "
-            "of each predictor's choices over the best choices' (a tie taken as NCHW):",
-            "",
-            f"| predictor | ordered right | ties | right, {d} decisive pairs | time over the best |",
-            "|---|---|---|---|---|",
-            *(
-                f"| {name} | {c['right']} of {n} ({c['right'] / n * 100:.0f}%) | {c['ties']} | "
-                f"{c['decisive_right']} ({c['decisive_right'] / max(d, 1) * 100:.0f}%) | {c['time_over_best']:.3f} |"
-                for name, c in ((k, choices[k]) for k in ("model", "roofline", "always NCHW", "always NHWC"))
-            ),
-            "",
+            *_pair_lines(choices, "NHWC", split),
             *_pair_ceiling_lines(choices.get("ceiling"), choices.get("tuned_twice")),
         ]
+    if blocked:
+        lines += _pair_lines(blocked, BLOCKED, split)
     lines += [
         "Random 5-fold over kernels (a kernel's own model is in the training set):",
         "",

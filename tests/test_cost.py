@@ -50,6 +50,23 @@ def test_feature_vector_describes_the_kernel():
     assert g["depthwise"] == 1 and g["kh"] == 3 and g["log_groups"] == 4
 
 
+def test_a_channel_blocked_conv_has_the_nchw_convs_work_and_geometry_and_its_own_op():
+    """nchwc.egg's conv (read back from the module the pass returns) is featured as the NCHW
+    conv it replaces, with the same work, GEMM view and window, under its own op column, so
+    the learned model prices it once it has seen some."""
+    op, attrs, ins, out = _conv(64, 128, 1, 28)
+    nchw = dict(zip(features.NAMES, features.features(op, attrs, ins, out)))
+    data, weight = TensorTy((1, 4, 28, 28, 16), F32), TensorTy((8, 4, 3, 3, 16, 16), F32)
+    blocked_out = TensorTy((1, 8, 28, 28, 16), F32)
+    item = ("Conv2dNCHWc", ((1, 1), (1, 1, 1, 1), (1, 1), "float32"), (data, weight), blocked_out)
+    b = dict(zip(features.NAMES, features.features(*item)))
+    assert b["op_Conv2dNCHWc"] == 1 and b["op_Conv2d"] == 0 and nchw["op_Conv2dNCHWc"] == 0
+    same = ("log_flops", "log_bytes_in", "log_bytes_out", "log_m", "log_n", "log_k", "kh", "kw", "stride", "pad")
+    assert {k: b[k] for k in same} == {k: nchw[k] for k in same}
+    assert b["channels_last"] == 0 and b["out_rank"] == 5
+    np.testing.assert_array_equal(features.featurize([item, (op, attrs, ins, out)])[0], features.features(*item))
+
+
 @pytest.mark.parametrize("flow, mcpu", [(f, "generic") for f in cost.FLOWS] + [("tuned", "znver5")])
 def test_shipped_model_never_predicts_a_bigger_kernel_cheaper(flow, mcpu):
     """Rewrites ask about kernels larger than any measured (merged, enlarged); the
@@ -398,8 +415,8 @@ def _conv_workload(layout: str, epilogue=(), cin=8, cout=16, size=14, k=3, strid
 
 
 def test_layout_pairs_match_one_convolution_in_both_layouts():
-    """NCHW and NHWC workloads of the same convolution with the same epilogue ops pair up
-    (bias shapes differ between the layouts); another stride, channel count, dtype or
+    """NCHW and NHWC (or NCHW16c) workloads of the same convolution with the same epilogue ops
+    pair up (bias shapes differ between the layouts); another stride, channel count, dtype or
     epilogue does not."""
     from tvm_eqsat.xgb_model import layout_pairs
 
@@ -417,6 +434,17 @@ def test_layout_pairs_match_one_convolution_in_both_layouts():
         Workload(*_matmul(16, 16, 16)[:3]),  # 8: not a conv
     ]
     samples = [Sample("m", "database", w, None, 1.0, 0.0) for w in ws]
+    assert sorted(layout_pairs(samples)) == [(0, 1), (2, 3)]
+    # nchwc.egg's blocked conv (NCHW16c) pairs with its NCHW conv: 32 channels in, 16 out
+    blocked_attrs = ((1, 1), (1, 1, 1, 1), (1, 1), "")
+    x, w = TensorTy((1, 2, 14, 14, 16), "float32"), TensorTy((1, 2, 3, 3, 16, 16), "float32")
+    ws += [
+        _conv_workload("NCHW", (bias["NCHW"], relu), cin=32),  # 9 pairs with 10
+        Workload("Conv2dNCHWc", blocked_attrs, (x, w), (Epilogue("Add", (1, 1, 1, 1, 16)), relu)),  # 10
+        Workload("Conv2dNCHWc", ((2, 2), *blocked_attrs[1:]), (x, w), ()),  # 11: no NCHW conv of stride 2
+    ]
+    samples = [Sample("m", "database", w, None, 1.0, 0.0) for w in ws]
+    assert sorted(layout_pairs(samples, "NCHW16c")) == [(9, 10)]
     assert sorted(layout_pairs(samples)) == [(0, 1), (2, 3)]
 
 
@@ -770,16 +798,50 @@ def test_bad_cost_model_is_a_clear_error(tmp_path):
         tvm_eqsat.make_options(cost_model=3)
 
 
-def test_model_trained_on_other_features_is_refused(trained_dir, tmp_path):
+@pytest.mark.parametrize("change", ["unknown name", "one fewer"])
+def test_model_trained_on_other_features_is_refused(trained_dir, tmp_path, change):
+    """A model whose metadata names a feature this version does not compute, or fewer features
+    than its booster reads, is refused rather than fed the wrong columns."""
     import json
     import shutil
 
     shutil.copy(trained_dir / "model.json", tmp_path / "model.json")
     meta = json.loads((trained_dir / "metadata.json").read_text())
-    meta["features"] = meta["features"][:-1]
+    meta["features"] = meta["features"][:-1] + (["log_something_new"] if change == "unknown name" else [])
     (tmp_path / "metadata.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="other features"):
         KernelModel.load(tmp_path)
+
+
+def test_a_model_trained_before_an_op_was_added_reads_its_own_columns_and_leaves_the_op_to_the_roofline(tmp_path):
+    """The shipped models were trained before the channel-blocked conv and the fast softmax had
+    feature columns: a model trained without those columns (here: ``NAMES`` less them) loads,
+    predicts from the columns it was trained on, as trained, and does not claim the new ops,
+    which the roofline prices; one trained with them knows them."""
+    import xgboost as xgb
+
+    from tvm_eqsat.xgb_model import sample_features
+
+    samples = _synthetic_samples(np.random.default_rng(7))
+    x = sample_features(samples)
+    y = np.log2([s.kernel_us for s in samples])
+    new_ops = ("op_Conv2dNCHWc", "op_FastSoftmax")
+    keep = [i for i, n in enumerate(features.NAMES) if n not in new_ops]
+    older = [features.NAMES[i] for i in keep]
+    booster = xgb.train({"max_depth": 3}, xgb.DMatrix(x[:, keep], label=y, feature_names=older), 20)
+    KernelModel(booster, {"features": older}).save(tmp_path)
+    model = KernelModel.load(tmp_path)
+    expected = np.exp2(booster.predict(xgb.DMatrix(x[:, keep], feature_names=older)))
+    np.testing.assert_allclose(model.predict_us(x), expected, rtol=1e-6)
+    assert model.knows("Conv2d") and not model.knows("Conv2dNCHWc") and not model.knows("FastSoftmax")
+    priced = cost.LearnedCostModel(model, "llvm", "tuned", 512, "znver5")
+    data, weight = TensorTy((1, 4, 14, 14, 16), "float32"), TensorTy((4, 4, 3, 3, 16, 16), "float32")
+    attrs = ((1, 1), (1, 1, 1, 1), (1, 1), "")
+    assert priced.node_cost("Conv2dNCHWc", attrs, (data, weight), data, False) == pytest.approx(
+        priced.fallback.node_cost("Conv2dNCHWc", attrs, (data, weight), data, False)
+    )
+    full = xgb.train({"max_depth": 3}, xgb.DMatrix(x, label=y, feature_names=list(features.NAMES)), 5)
+    assert KernelModel(full, {}).knows("Conv2dNCHWc")
 
 
 def test_pass_with_learned_model_keeps_numerics(trained_dir):

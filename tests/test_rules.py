@@ -1437,9 +1437,12 @@ def test_the_pass_takes_tvms_fast_softmax_where_exp_is_a_library_call(target):
     """Attention's scores and softmax: on llvm, where each exp is a libm call
     (``cost.Machine.libm_ns``), the pass calls TOPI's fast softmax, the very kernel TVM's
     FastMathTransform makes (so one tuning record serves both), within its tolerance; a second
-    softmax of the same type calls the same kernel; on CUDA the family is off."""
+    softmax of the same type calls the same kernel, and both read back as fast softmaxes; on
+    CUDA the family is off."""
     import tvm
     import tvm_ffi
+
+    from tvm_eqsat.graph import module_graphs
 
     x, w = tensor("x", (2, 4, 8, 16)), const((16, 8), seed=1)
 
@@ -1460,6 +1463,8 @@ def test_the_pass_takes_tvms_fast_softmax_where_exp_is_a_library_call(target):
     stock = relax.transform.FastMathTransform()(mod)
     assert tvm_ffi.structural_equal(new[kernels[0]], stock[stock.get_global_var("fast_softmax")])
     assert_close(mod, new, rtol=1e-5)
+    (graph,) = module_graphs(new)  # read back as the op (te_ops.made_call), with its axis
+    assert sorted(graph.nodes[i].attrs for i in graph.reachable() if graph.nodes[i].op == "FastSoftmax") == [(3,), (3,)]
     cuda, _ = tvm_eqsat.optimize(mod, tvm.target.Target({"kind": "cuda", "arch": "sm_90"}), flow="tuned")
     assert relax_ops(cuda)["relax.nn.softmax"] == 2
 
@@ -1582,8 +1587,11 @@ def test_the_pass_runs_a_residual_block_channel_blocked_where_the_blocked_conv_w
     NCHW block's within rounding.
     Without the figure, nothing changes."""
     import tvm
+    import tvm_ffi
 
     from tvm_eqsat import cost, tune
+    from tvm_eqsat.graph import block_from_graph, module_graphs
+    from tvm_eqsat.measure import module_workloads
 
     memory = {"bandwidth_gbs": 16.0, "cache_gbs": 63.0, **({"nchwc_conv": ratio} if ratio else {})}
     monkeypatch.setattr(
@@ -1613,3 +1621,12 @@ def test_the_pass_runs_a_residual_block_channel_blocked_where_the_blocked_conv_w
     kernels = sorted(gv.name_hint for gv in tune.fuse_for_tuning(new, zen3).get_global_vars() if gv.name_hint != "main")
     assert len(kernels) == 5 and sum("eqsat_conv2d_nchwc" in k for k in kernels) == 3, kernels
     assert_close(mod, new, rtol=1e-5)
+    # read back (the harvest of a tuning database, the learned model): the three calls are
+    # blocked convs again, the first two with their bias add and ReLU after them, and the graph
+    # rebuilds the same block
+    (graph,) = module_graphs(new)
+    counts = graph.op_counts()
+    assert counts["Conv2dNCHWc"] == 3 and not any(k.startswith("Opaque") for k in counts), counts
+    convs = [w for w in module_workloads(new) if w.op == "Conv2dNCHWc"]
+    assert len(convs) == 3 and sum(bool(w.epilogue) for w in convs) >= 2, convs
+    assert tvm_ffi.structural_equal(block_from_graph(graph), new["main"].body.blocks[0], map_free_vars=True)

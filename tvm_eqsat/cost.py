@@ -534,7 +534,13 @@ class LearnedCostModel:
         self._memo: dict[tuple, float] = {}
 
     def _is_kernel(self, op: str, in_tys, out_ty, is_const: bool) -> bool:
-        return not is_const and op in KERNEL_OPS and out_ty is not None and all(isinstance(t, TensorTy) for t in in_tys)
+        return (
+            not is_const
+            and op in KERNEL_OPS
+            and self.kernels.knows(op)
+            and out_ty is not None
+            and all(isinstance(t, TensorTy) for t in in_tys)
+        )
 
     def prepare(self, items: Sequence[tuple]) -> None:
         """Predict many ``node_cost`` argument tuples in one call, filling the memo."""

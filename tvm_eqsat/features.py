@@ -25,9 +25,13 @@ import numpy as np
 from . import ops
 from .graph import TensorTy
 
-# kernels the model knows; anything else is costed by the roofline (so are the kernels only
-# rules make, which no Relax op reads back as and no dataset holds: TOPI's fast softmax)
-KERNEL_OPS = tuple(s.name for s in ops.BY_NAME.values() if s.kind == ops.KERNEL and s.relax_op)
+# kernels the model knows; anything else is costed by the roofline.  The TE kernels the rules
+# make (TOPI's fast softmax, the channel-blocked conv) read back from a module the pass returned
+# (``ops.BY_TE_KERNEL``), so a tuning database's records of them are training rows like any other
+_TE_KERNELS = {spec.name for spec in ops.BY_TE_KERNEL.values()}
+KERNEL_OPS = tuple(
+    s.name for s in ops.BY_NAME.values() if s.kind == ops.KERNEL and (s.relax_op or s.name in _TE_KERNELS)
+)
 _MAX_RANK = 6
 
 NAMES: tuple[str, ...] = (
@@ -150,6 +154,10 @@ def _gemm_view(op: str, attrs: tuple, in_tys: Sequence, out: TensorTy) -> tuple[
         spatial = out.numel / max(out.shape[ol.index("C")], 1)
         k = weight.numel / max(o, 1)
         return spatial, o, k, 1
+    if op == "Conv2dNCHWc" and len(in_tys) == 2:
+        weight = in_tys[1]  # (O/b, C/b, kh, kw, b, b)
+        o = weight.shape[0] * weight.shape[5]
+        return out.numel / max(o, 1), o, weight.numel / max(o, 1), 1
     return 1, 1, 1, 1
 
 
@@ -189,15 +197,20 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> np.ndarray:
         channels = tensors[0].shape[data_layout.index("C")]
         v[INDEX["depthwise"]] = float(groups == channels and groups > 1)
         v[INDEX["channels_last"]] = float(data_layout.endswith("C"))
+    elif op == "Conv2dNCHWc" and len(tensors) == 2:  # groups 1, channels blocked: not last
+        strides, padding, dilation = attrs[:3]
+        v[INDEX["kh"]], v[INDEX["kw"]] = tensors[1].shape[2:4]
+        v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
+        v[INDEX["pad"]] = sum(padding)
     elif op in ("MaxPool2d", "AvgPool2d"):
         pool, strides, padding, dilation = attrs[:4]
         v[INDEX["kh"]], v[INDEX["kw"]] = pool
         v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
         v[INDEX["pad"]] = sum(padding)
         v[INDEX["channels_last"]] = float(attrs[6].endswith("C"))
-    if op in ("Softmax", "LayerNorm", "Mean") and tensors:
+    if op in ("Softmax", "FastSoftmax", "LayerNorm", "Mean") and tensors:
         shape = tensors[0].shape
-        axes = (attrs[0],) if op == "Softmax" else tuple(attrs[0])
+        axes = (attrs[0],) if op in ("Softmax", "FastSoftmax") else tuple(attrs[0])
         axes = tuple(a % len(shape) for a in axes) if shape else ()
         v[INDEX["reduce_log_len"]] = _log(_numel([shape[a] for a in axes]))
         v[INDEX["last_axis"]] = float(len(shape) - 1 in axes)

@@ -338,6 +338,20 @@ def _read_nothing(call):
     raise NotNative("no Relax call is read as this op")
 
 
+def _read_te_kernel(te_name: str):
+    """The reader of an op the pass emits as a TE kernel (te_ops.py): a ``call_tir`` of the
+    kernel ``te_name`` made in this process reads back as the op, with the attrs it was made
+    with."""
+
+    def read(call):
+        made = te_ops.made_call(call)
+        if made is None or made[0] != te_name:
+            raise NotNative(f"not a call of this process's {te_name} kernel")
+        return made[1], made[2]
+
+    return read
+
+
 def _build_to_blocked(xs, a):
     """(N, C, H, W) -> (N, C/b, H, W, b): channel c in block c // b, at lane c % b.  A reshape
     and a transpose, which FuseOps fuses with the element-wise ops beside them (a
@@ -605,7 +619,7 @@ SPECS: tuple[OpSpec, ...] = (
         "",
         1,
         [("axis", I64)],
-        _read_nothing,
+        _read_te_kernel("fast_softmax"),
         lambda xs, a: te_ops.call("fast_softmax", xs[0], a[0]),
         KERNEL,
     ),
@@ -620,7 +634,7 @@ SPECS: tuple[OpSpec, ...] = (
         "",
         2,
         [("strides", IVEC), ("padding", IVEC), ("dilation", IVEC), ("out_dtype", STR)],
-        _read_nothing,
+        _read_te_kernel("conv2d_nchwc"),
         lambda xs, a: te_ops.call_n("conv2d_nchwc", xs, *a),
         KERNEL,
     ),
@@ -630,6 +644,8 @@ SPECS: tuple[OpSpec, ...] = (
 
 BY_NAME: dict[str, OpSpec] = {s.name: s for s in SPECS}
 BY_RELAX_OP: dict[str, OpSpec] = {s.relax_op: s for s in SPECS if s.relax_op}
+# the ops emitted as TE kernels (te_ops.py), by the kernel's TE name: read back from their call_tir
+BY_TE_KERNEL: dict[str, OpSpec] = {"fast_softmax": BY_NAME["FastSoftmax"], "conv2d_nchwc": BY_NAME["Conv2dNCHWc"]}
 
 # Structural node kinds of the tensor language (not Relax operators).
 INPUT, CONST, OPAQUE, TUPLE_NODE, TGET = "Input", "Const", "Opaque", "Tuple", "TGet"
@@ -637,10 +653,14 @@ STRUCTURAL = (INPUT, CONST, OPAQUE, TUPLE_NODE, TGET)
 
 
 def native_spec(call) -> OpSpec | None:
-    """The spec for a call to a Relax operator we model natively, else None."""
+    """The spec for a call to a Relax operator we model natively (or to a TE kernel the pass
+    made in this process), else None."""
     op = call.op
     if not isinstance(op, tvm.ir.Op):
         return None
+    if op.name == "relax.call_tir":
+        made = te_ops.made_call(call)
+        return BY_TE_KERNEL.get(made[0]) if made is not None else None
     return BY_RELAX_OP.get(op.name)
 
 

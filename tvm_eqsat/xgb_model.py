@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .features import NAMES, WORK_FEATURES, featurize
+from .features import INDEX, NAMES, WORK_FEATURES, featurize
 from .graph import TensorTy
 from .workload import Workload
 
@@ -200,7 +200,15 @@ def load_dataset(
 
 def _conv_nchw_form(w: Workload) -> tuple[str, tuple] | None:
     """A convolution workload's layout and its identity in NCHW terms (input NCHW, weight
-    OIHW, attributes, dtype, the epilogue's ops): equal for one convolution in both layouts."""
+    OIHW, attributes, dtype, the epilogue's ops): equal for one convolution in every layout
+    (NCHW, NHWC, and channel-blocked ``NCHW<b>c``, nchwc.egg's ``Conv2dNCHWc``)."""
+    if w.op == "Conv2dNCHWc" and len(w.inputs) == 2:
+        strides, padding, dilation, out_dtype = w.attrs
+        x, k = w.inputs[0].shape, w.inputs[1].shape  # (N, C/b, H, W, b), (O/b, C/b, kh, kw, b, b)
+        x, k = (x[0], x[1] * x[4], x[2], x[3]), (k[0] * k[5], k[1] * k[4], k[2], k[3])
+        epilogue = tuple(e.op for e in w.epilogue)
+        identity = (x, k, strides, padding, dilation, 1, out_dtype, w.inputs[0].dtype, epilogue)
+        return f"NCHW{w.inputs[0].shape[4]}c", identity
     if w.op != "Conv2d" or len(w.inputs) < 2:
         return None
     strides, padding, dilation, groups, data_layout, kernel_layout, _out_layout, out_dtype = w.attrs
@@ -213,15 +221,16 @@ def _conv_nchw_form(w: Workload) -> tuple[str, tuple] | None:
     return data_layout, (x, k, strides, padding, dilation, groups, out_dtype, w.inputs[0].dtype, epilogue)
 
 
-def layout_pairs(samples: Sequence[Sample]) -> list[tuple[int, int]]:
-    """(NCHW, NHWC) index pairs of ``samples`` that are one convolution in both layouts, with
-    the same epilogue ops: the choice the pass's layout rules leave to the cost model."""
+def layout_pairs(samples: Sequence[Sample], other: str = "NHWC") -> list[tuple[int, int]]:
+    """(NCHW, ``other``) index pairs of ``samples`` that are one convolution in both layouts
+    (``other``: NHWC, or NCHW16c, the blocked conv), with the same epilogue ops: the choice
+    the pass's layout rules leave to the cost model."""
     by_form: dict[tuple, dict[str, int]] = {}
     for i, s in enumerate(samples):
         form = _conv_nchw_form(s.workload)
         if form is not None:
             by_form.setdefault(form[1], {}).setdefault(form[0], i)
-    return [(d["NCHW"], d["NHWC"]) for d in by_form.values() if "NCHW" in d and "NHWC" in d]
+    return [(d["NCHW"], d[other]) for d in by_form.values() if "NCHW" in d and other in d]
 
 
 def load_elementwise(directory: str | Path) -> dict:
@@ -471,6 +480,21 @@ class KernelModel:
         self.metadata = metadata
         self.measured = dict(measured or {})
         self.elementwise = dict(elementwise or {})
+        self.features: list[str] = list(metadata.get("features") or getattr(booster, "feature_names", None) or NAMES)
+        unknown = [n for n in self.features if n not in INDEX]
+        if unknown:
+            raise ValueError(
+                f"trained on other features, ones this version does not compute ({unknown[:3]}); retrain it"
+            )
+        if booster is not None and booster.num_features() != len(self.features):
+            raise ValueError(
+                f"trained on other features: the booster reads {booster.num_features()}, its metadata names "
+                f"{len(self.features)}; retrain it"
+            )
+        # the columns of ``featurize``'s rows the booster reads: fewer than all of them for a
+        # model trained before an op was added (it knows only its own ops: ``knows``)
+        self.columns = None if self.features == list(NAMES) else np.array([INDEX[n] for n in self.features])
+        self._ops = {n[3:] for n in self.features if n.startswith("op_")}
 
     @property
     def per_element_ns(self) -> dict[str, float]:
@@ -484,12 +508,19 @@ class KernelModel:
         booster = xgb.Booster()
         booster.load_model(str(directory / "model.json"))
         metadata = json.loads((directory / "metadata.json").read_text())
-        if metadata.get("features") != list(NAMES):
-            raise ValueError(f"{directory}: model was trained on other features; retrain it")
+        if not metadata.get("features"):
+            raise ValueError(f"{directory}: metadata.json does not name the model's features; retrain it")
         booster.set_param({"nthread": 1})  # small batches: threads cost more than they save
         table = directory / MEASURED
         measured = json.loads(table.read_text()) if table.is_file() else {}
-        return KernelModel(booster, metadata, measured, load_elementwise(directory))
+        try:
+            return KernelModel(booster, metadata, measured, load_elementwise(directory))
+        except ValueError as err:
+            raise ValueError(f"{directory}: {err}") from None
+
+    def knows(self, op: str) -> bool:
+        """Was the booster trained with ``op`` among its kernels (else the roofline prices it)?"""
+        return op in self._ops
 
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
@@ -510,7 +541,8 @@ class KernelModel:
         (``predict_items`` computes them)."""
         if len(x) == 0:
             return np.zeros(0)
-        out = np.exp2(self.booster.inplace_predict(x, validate_features=False)).astype(np.float64)
+        seen = x if self.columns is None else x[:, self.columns]
+        out = np.exp2(self.booster.inplace_predict(seen, validate_features=False)).astype(np.float64)
         if self.metadata.get("objective") == "residual":
             if baseline_us is None:
                 if self.metadata.get("baseline"):
