@@ -122,6 +122,29 @@ def test_harvest_reads_a_tuned_modules_kernels(tmp_path):
         harvest.harvest(str(tmp_path / "nothing"), [tuned], "llvm")
 
 
+def test_harvest_finds_the_blocked_convs_the_pass_emitted(tmp_path, monkeypatch):
+    """The pass's channel-blocked convs (nchwc.egg, TE kernels of its own) tuned into a
+    database come back from the harvest as ``Conv2dNCHWc`` rows with the tuner's time, so the
+    learned model is trained on them like any other kernel."""
+    from helpers import const
+
+    from tvm_eqsat import cost, optimize
+
+    memory = {"bandwidth_gbs": 16.0, "cache_gbs": 63.0, "nchwc_conv": 0.6}
+    monkeypatch.setattr(
+        cost, "measured_cpus", lambda: {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, memory)}
+    )
+    x, w = tensor("x", (1, 32, 8, 8)), const((32, 32, 3, 3), seed=1)
+    mod = module([x], lambda bb, x: relax.op.nn.relu(bb.emit(relax.op.nn.conv2d(x, w, padding=1))))
+    zen3 = tvm.target.Target({"kind": "llvm", "mcpu": "znver3"})
+    new, report = optimize(mod, zen3, flow="tuned", rules=["nchwc"])
+    assert "1 of 1 convs run in NCHW16c" in report.functions["main"].changes
+    tune.tune(new, tvm.target.Target("llvm"), tmp_path, trials=2)  # generic code: the structure is the same
+    found = [h for h in harvest.harvest(str(tmp_path), [new], "llvm") if h.workload.op == "Conv2dNCHWc"]
+    assert len(found) == 1 and 0 < found[0].median_us < 1e6 and found[0].trials == 2
+    assert found[0].workload.inputs[1].shape == (2, 2, 3, 3, 16, 16)
+
+
 def test_harvest_script_builds_the_small_models_it_is_asked_for(tmp_path):
     """``train_cost_model.py --from-database DIR --small`` builds each model's reduced
     variant, including the zoo entries that are small already (whose builders take no

@@ -1488,6 +1488,22 @@ def test_a_fast_softmax_whose_kernel_name_is_taken_leaves_the_function_unchanged
     assert relax_ops(new)["relax.nn.softmax"] == 1
 
 
+def test_only_a_call_of_the_kernel_this_process_made_reads_back_as_its_op():
+    """``te_ops.made_call`` knows the pass's own TE kernels by their GlobalVar: a call of
+    another function under the same name (another process's output, a user's function) is not
+    read as a fast softmax, and stays an opaque call."""
+    import tvm
+
+    from tvm_eqsat import ops, te_ops
+
+    x = relax.Var("x", relax.TensorType((4, 16), "float32"))
+    ours = te_ops.call("fast_softmax", x, 1)
+    other = relax.call_tir(tvm.ir.GlobalVar(ours.args[0].name_hint), ours.args[1], ours.ty_args[0])
+    assert te_ops.made_call(ours)[0] == "fast_softmax" and te_ops.made_call(ours)[2] == (1,)
+    assert ops.native_spec(ours).name == "FastSoftmax"
+    assert te_ops.made_call(other) is None and ops.native_spec(other) is None
+
+
 def test_erf_rational_writes_the_fit_scripts_coefficients_and_error():
     """rules/erf_rational.egg's coefficients are scripts/fit_erf.py's fit, as it prints them, and
     evaluated in float32 as the rule's ops compute them they stay within 5e-7 of erf, and the

@@ -40,9 +40,13 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # t64.md); the roofline prices it with one figure for all convs (Machine.nchwc_conv).  With it
 # full-size ResNet-50 and ResNeXt-50 ran 1.520x and 1.531x over stock+tvm, their best stock
 # variant (64 trials, llvm-emeraldrapids-tuned-t64-nchwc.md; the defaults alone 1.052x and
-# 1.044x), but the other conv models have not been timed with it yet, and VGG-19's and
-# SqueezeNet's Winograd-in-NHWC choices compete with it: it goes on by default once each is
-# measured not to lose.
+# 1.044x).  On Zen 3 (layers 0.57-0.93x of NCHW, layers-nchwc-llvm-znver3-t32.md; 32 trials,
+# cold) ResNet-50 ran 1.949x and VGG-19 1.970x over stock+tvm, the roofline keeping VGG-19's
+# Winograd convs in NHWC (llvm-znver3-cold-tuned-t32-nchwc.md); but SqueezeNet ran 0.861x of
+# the pass without it (family-nchwc-llvm-znver3-cold-tuned-t32.json): its convs 1.37x faster
+# blocked, its layout copies around the fire modules' concats 3.3x dearer than the roofline's
+# traffic price let it see.  It goes on by default once those copies are priced as measured and
+# MobileNet-v2, Inception-v3 and NASNet-A, which it rewrites too, are measured not to lose.
 OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "nchwc")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:

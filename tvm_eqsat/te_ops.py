@@ -18,7 +18,8 @@ a tuning database holds one record for both), under a name of its own
 ``made_call`` reads a call to one back (its kernel, inputs and attributes), so a module the
 pass returned is read as the ops it was built from (``ops.native_spec``): the harvest of a
 tuning database finds these kernels and the learned model is trained on them like any other.
-Only this process's kernels are known; another's stay opaque calls.
+Only the calls of this process's kernels are known (by their GlobalVar); another's stay
+opaque calls.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tvm import relax
 PREFIX = "eqsat_"
 _MADE: dict[tuple, tuple[tvm.ir.GlobalVar, relax.TensorType]] = {}  # (name, type, attrs) -> its call's parts
 _BY_NAME: dict[str, tvm.tirx.PrimFunc] = {}
-_MADE_AS: dict[str, tuple[str, tuple]] = {}  # a kernel's name -> (its TE name, its attrs)
+_MADE_AS: dict[str, tuple[str, tuple, tvm.ir.GlobalVar]] = {}  # a kernel's name -> (TE name, attrs, its GlobalVar)
 
 
 def _conv2d_nchwc(data, kernel, strides, padding, dilation, out_dtype):
@@ -85,20 +86,21 @@ def call_n(name: str, inputs, *attrs) -> relax.Call:
         gv = made_call.args[0]
         _MADE[key] = (gv, made_call.ty_args[0])
         _BY_NAME[gv.name_hint] = made[gv]
-        _MADE_AS[gv.name_hint] = (name, attrs)
+        _MADE_AS[gv.name_hint] = (name, attrs, gv)
     gv, out_ty = _MADE[key]
     return relax.call_tir(gv, relax.Tuple(list(inputs)), out_ty)
 
 
 def made_call(call) -> tuple[str, list, tuple] | None:
-    """For a ``call_tir`` of a kernel ``call_n`` made in this process: its TE name
-    (fast_softmax, conv2d_nchwc), its tensor inputs and its attrs; else None."""
+    """For a ``call_tir`` of a kernel ``call_n`` made in this process (the very GlobalVar it
+    made, not only its name): its TE name (fast_softmax, conv2d_nchwc), its tensor inputs and
+    its attrs; else None."""
     op = getattr(call, "op", None)
-    if not isinstance(op, tvm.ir.Op) or op.name != "relax.call_tir" or len(call.args) < 2:
+    if not isinstance(op, tvm.ir.Op) or op.name != "relax.call_tir" or len(call.args) != 2:
         return None
     gv, args = call.args[0], call.args[1]
     made = _MADE_AS.get(gv.name_hint) if isinstance(gv, tvm.ir.GlobalVar) else None
-    if made is None or not isinstance(args, relax.Tuple) or len(call.args) > 2:
+    if made is None or not made[2].same_as(gv) or not isinstance(args, relax.Tuple):
         return None
     return made[0], list(args.fields), made[1]
 
