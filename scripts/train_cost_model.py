@@ -737,7 +737,7 @@ def main() -> None:
     metadata = {
         "target": args.target,
         **({"mcpu": mcpu} if mcpu != "generic" else {}),
-        "features": list(NAMES),
+        "features": list(booster.feature_names or NAMES),  # a fine-tuned old model keeps its own columns
         "samples": len(samples),
         "models": sorted(set(groups)),
         "flows": flows,

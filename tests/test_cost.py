@@ -842,6 +842,10 @@ def test_a_model_trained_before_an_op_was_added_reads_its_own_columns_and_leaves
     )
     full = xgb.train({"max_depth": 3}, xgb.DMatrix(x, label=y, feature_names=list(features.NAMES)), 5)
     assert KernelModel(full, {}).knows("Conv2dNCHWc")
+    # fine-tuned on a new machine's kernels (train_cost_model.py --finetune-from), it keeps its columns
+    fine = train(samples[:20], rounds=5, base=booster)
+    assert list(fine.feature_names) == older and fine.num_boosted_rounds() == 25
+    assert np.all(np.isfinite(KernelModel(fine, {"features": older}).predict_us(x)))
 
 
 def test_pass_with_learned_model_keeps_numerics(trained_dir):

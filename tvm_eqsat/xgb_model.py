@@ -19,6 +19,12 @@ from .features import INDEX, NAMES, WORK_FEATURES, featurize
 from .graph import TensorTy
 from .workload import Workload
 
+
+def _monotone(names) -> str:
+    """XGBoost's monotone constraints for feature columns ``names``: rising in the work features."""
+    return "(" + ",".join("1" if n in WORK_FEATURES else "0" for n in names) + ")"
+
+
 PARAMS = {
     "objective": "reg:squarederror",
     "max_depth": 6,
@@ -32,7 +38,7 @@ PARAMS = {
     "nthread": 1,
     "seed": 0,
     # non-decreasing in every work feature (see features.WORK_FEATURES)
-    "monotone_constraints": "(" + ",".join("1" if n in WORK_FEATURES else "0" for n in NAMES) + ")",
+    "monotone_constraints": _monotone(NAMES),
 }
 ROUNDS = 600
 # The fewest MetaSchedule trials a tuned-flow training row may have: the benchmark's smallest
@@ -450,7 +456,13 @@ def train(
     if pooled:
         x = np.vstack([x, *(p.features for p in pooled)])
         y = np.concatenate([y, *(p.residual for p in pooled)])
-    data = xgb.DMatrix(x, label=y, feature_names=list(NAMES))
+    names = list(NAMES)
+    if base is not None and base.feature_names and list(base.feature_names) != names:
+        # a booster trained before some columns existed continues on its own columns
+        names = list(base.feature_names)
+        x = x[:, [INDEX[n] for n in names]]
+        params["monotone_constraints"] = _monotone(names)
+    data = xgb.DMatrix(x, label=y, feature_names=names)
     return xgb.train(params, data, num_boost_round=rounds, xgb_model=base)
 
 
