@@ -67,6 +67,7 @@ def held_out_model(directory: Path, model: str, rounds: int, out: Path) -> Kerne
         "held_out": model,
         "samples": len(samples),
         "objective": objective,
+        "features": list(booster.feature_names),  # this version's columns, which the shipped model may predate
         # extrapolating as the shipped model does (see xgb_model.beyond_range), from its own kernels
         **({"extrapolation": extrapolation(samples)} if "extrapolation" in shipped.metadata else {}),
     }

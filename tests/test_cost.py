@@ -813,6 +813,19 @@ def test_model_trained_on_other_features_is_refused(trained_dir, tmp_path, chang
         KernelModel.load(tmp_path)
 
 
+def _older_booster(samples, rounds: int = 20):
+    """A booster trained on ``samples`` without the columns of the ops added since the shipped
+    models were trained (the blocked conv, the fast softmax), and those columns' names."""
+    import xgboost as xgb
+
+    from tvm_eqsat.xgb_model import sample_features
+
+    older = [n for n in features.NAMES if n not in ("op_Conv2dNCHWc", "op_FastSoftmax")]
+    x = sample_features(samples)[:, [features.INDEX[n] for n in older]]
+    label = np.log2([s.kernel_us for s in samples])
+    return xgb.train({"max_depth": 3}, xgb.DMatrix(x, label=label, feature_names=older), rounds), older
+
+
 def test_a_model_trained_before_an_op_was_added_reads_its_own_columns_and_leaves_the_op_to_the_roofline(tmp_path):
     """The shipped models were trained before the channel-blocked conv and the fast softmax had
     feature columns: a model trained without those columns (here: ``NAMES`` less them) loads,
@@ -825,10 +838,8 @@ def test_a_model_trained_before_an_op_was_added_reads_its_own_columns_and_leaves
     samples = _synthetic_samples(np.random.default_rng(7))
     x = sample_features(samples)
     y = np.log2([s.kernel_us for s in samples])
-    new_ops = ("op_Conv2dNCHWc", "op_FastSoftmax")
-    keep = [i for i, n in enumerate(features.NAMES) if n not in new_ops]
-    older = [features.NAMES[i] for i in keep]
-    booster = xgb.train({"max_depth": 3}, xgb.DMatrix(x[:, keep], label=y, feature_names=older), 20)
+    booster, older = _older_booster(samples)
+    keep = [features.INDEX[n] for n in older]
     KernelModel(booster, {"features": older}).save(tmp_path)
     model = KernelModel.load(tmp_path)
     expected = np.exp2(booster.predict(xgb.DMatrix(x[:, keep], feature_names=older)))
@@ -1089,14 +1100,14 @@ def test_bulk_featurize_equals_one_item_at_a_time():
     np.testing.assert_array_equal(features.featurize(items), reference)
 
 
-def _save_shipped(directory, samples: list[Sample], metadata: dict) -> None:
-    """A small "shipped" model trained on ``samples``, with the dataset.csv of their rows that
-    ``held_out_e2e.held_out_model`` trains again from."""
+def _save_shipped(directory, samples: list[Sample], metadata: dict, booster=None) -> None:
+    """A small "shipped" model trained on ``samples`` (or ``booster``), with the dataset.csv of
+    their rows that ``held_out_e2e.held_out_model`` trains again from."""
     import csv
 
     from tvm_eqsat.xgb_model import DATASET_FIELDS, dataset_row
 
-    KernelModel(train(samples, rounds=20), metadata).save(directory)
+    KernelModel(booster or train(samples, rounds=20), metadata).save(directory)
     with open(directory / "dataset.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=DATASET_FIELDS)
         writer.writeheader()
@@ -1121,6 +1132,12 @@ def test_held_out_model_never_saw_the_model_it_is_asked_about(tmp_path):
     assert held.metadata["held_out"] == "model0"
     assert KernelModel.load(tmp_path / "held").metadata["samples"] == len(kept)
     assert "extrapolation" not in held.metadata  # extrapolates as the shipped model does: here, not
+    # a shipped model that predates some feature columns: trained again, it has this version's
+    older_dir = tmp_path / "older"
+    booster, older = _older_booster(samples)
+    _save_shipped(older_dir, samples, {"features": older, "target": "llvm"}, booster)
+    again = script.held_out_model(older_dir, "model0", 20, tmp_path / "held-older")
+    assert again.features == list(features.NAMES) and KernelModel.load(tmp_path / "held-older").knows("Conv2dNCHWc")
 
 
 def test_a_held_out_model_extrapolates_from_its_own_largest_conv(tmp_path):
