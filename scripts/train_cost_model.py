@@ -288,15 +288,18 @@ def pair_orders(pairs, y: np.ndarray, predictions: dict[str, np.ndarray], other:
     best = np.minimum(y[i], y[j]).sum()
     out = {"pairs": len(pairs), f"{other.lower()}_faster": int((y[j] < y[i]).sum()), "decisive": int(decisive.sum())}
     constant = {"always NCHW": np.zeros(len(pairs), bool), f"always {other}": np.ones(len(pairs), bool)}
-    for name, nhwc in {**{n: np.asarray(p)[j] < np.asarray(p)[i] for n, p in predictions.items()}, **constant}.items():
+    for name, takes_other in {
+        **{n: np.asarray(p)[j] < np.asarray(p)[i] for n, p in predictions.items()},
+        **constant,
+    }.items():
         pred = np.asarray(predictions.get(name, np.arange(len(y))))  # a constant answer has no ties
         tie = pred[i] == pred[j]
-        right = (nhwc == (y[j] < y[i])) & ~tie
+        right = (takes_other == (y[j] < y[i])) & ~tie
         out[name] = {
             "right": int(right.sum()),
             "ties": int(np.sum(tie)),
             "decisive_right": int(right[decisive].sum()),
-            "time_over_best": float(np.where(nhwc, y[j], y[i]).sum() / best) if len(pairs) else float("nan"),
+            "time_over_best": float(np.where(takes_other, y[j], y[i]).sum() / best) if len(pairs) else float("nan"),
         }
     return out
 
