@@ -13,7 +13,9 @@ conv's time over the NCHW one's, geometric mean over the seeds and then the laye
 
     python scripts/bench_nchwc.py --trials 64 [--calibrate]
 
-to ``benchmarks/results/layers-nchwc-<target>-t<trials>.{json,md}``.  Run it with nothing else
+to ``benchmarks/results/layers-nchwc-<target>-t<trials>.{json,md}``.  ``--depthwise`` does the same
+for MobileNet-v2's depthwise convs (the blocked one: te_ops.py's kernel), whose ratio is
+``Machine.nchwc_depthwise`` (``layers-nchwc-dw-...``).  Run it with nothing else
 on the machine.
 """
 
@@ -55,28 +57,47 @@ LAYERS = [
 ]
 
 
-def conv_layer(form: str, c: int, size: int, k: int, kernel: int, seed: int = 0):
-    """conv2d (padded to keep the size) + relu with its input in ``form``'s layout, and
-    that input; the weights are the same numbers in every form."""
+# (name, channels, spatial size, stride): MobileNet-v2's depthwise 3x3 convs (``--depthwise``),
+# full size, as nchwc.egg's depthwise-conv2d-nchwc blocks them (channels in multiples of 16)
+DEPTHWISE_LAYERS = [
+    ("mb2-dw-144-56-s1", 144, 56, 1),
+    ("mb2-dw-144-56-s2", 144, 56, 2),
+    ("mb2-dw-192-28-s1", 192, 28, 1),
+    ("mb2-dw-384-14-s1", 384, 14, 1),
+    ("mb2-dw-960-7-s1", 960, 7, 1),
+]
+
+
+def conv_layer(form: str, c: int, size: int, k: int, kernel: int, seed: int = 0, stride: int = 1, groups: int = 1):
+    """conv2d (padded by half the kernel) + relu with its input in ``form``'s layout, and
+    that input; the weights are the same numbers in every form.  ``groups == c == k``: a
+    depthwise conv (blocked: te_ops.py's depthwise_conv2d_nchwc)."""
     rng = np.random.default_rng(seed)
-    w = (rng.standard_normal((k, c, kernel, kernel)) / np.sqrt(kernel * kernel * c)).astype("float32")
+    w = (rng.standard_normal((k, c // groups, kernel, kernel)) / np.sqrt(kernel * kernel * c / groups)).astype(
+        "float32"
+    )
     x = rng.standard_normal((1, c, size, size)).astype("float32")
     pad = kernel // 2
     if form == "nhwc":
         x, w = x.transpose(0, 2, 3, 1).copy(), w.transpose(0, 2, 3, 1).copy()
     elif form == "nchwc":
         x = x.reshape(1, c // BLOCK, BLOCK, size, size).transpose(0, 1, 3, 4, 2).copy()
-        w = w.reshape(k // BLOCK, BLOCK, c // BLOCK, BLOCK, kernel, kernel).transpose(0, 2, 4, 5, 3, 1).copy()
+        if groups == 1:
+            w = w.reshape(k // BLOCK, BLOCK, c // BLOCK, BLOCK, kernel, kernel).transpose(0, 2, 4, 5, 3, 1).copy()
+        else:  # (C, 1, kh, kw) -> (1, C/b, kh, kw, b)
+            w = w.reshape(1, c // BLOCK, BLOCK, kernel, kernel).transpose(0, 1, 3, 4, 2).copy()
     var = relax.Var("x", relax.TensorType(x.shape, "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [var]):
         with bb.dataflow():
             if form == "nchwc":
-                call = te_ops.call_n("conv2d_nchwc", [var, relax.const(w)], (1, 1), (pad,) * 4, (1, 1), "")
+                name = "conv2d_nchwc" if groups == 1 else "depthwise_conv2d_nchwc"
+                call = te_ops.call_n(name, [var, relax.const(w)], (stride, stride), (pad,) * 4, (1, 1), "")
                 y = bb.emit(call)
             else:
                 layouts = {"data_layout": "NHWC", "kernel_layout": "OHWI"} if form == "nhwc" else {}
-                y = bb.emit(relax.op.nn.conv2d(var, relax.const(w), padding=pad, **layouts))
+                conv = relax.op.nn.conv2d(var, relax.const(w), strides=stride, padding=pad, groups=groups, **layouts)
+                y = bb.emit(conv)
             out = bb.emit_output(bb.emit(relax.op.nn.relu(y)))
         bb.emit_func_output(out)
     return te_ops.attach(bb.get()), x
@@ -95,12 +116,18 @@ def geomean(values) -> float:
     return float(np.exp(np.mean(np.log(list(values)))))
 
 
+def as_layer(depthwise_layer) -> tuple:
+    """A ``DEPTHWISE_LAYERS`` entry as a ``LAYERS`` one plus its stride and groups."""
+    name, c, size, stride = depthwise_layer
+    return (name, c, size, c, 3, stride, c)
+
+
 def measure(layer, target, work_root: Path, trials: int, seeds: list[int], repeat: int) -> dict:
     """One layer's row: each (form, seed) build's median time, the blocked conv's ratio."""
-    name, c, size, k, kernel = layer
+    name, c, size, k, kernel, *strided = layer
     dev, samplers, outs = tvm.cpu(), {}, {}
     for form in FORMS:
-        mod, x = conv_layer(form, c, size, k, kernel)
+        mod, x = conv_layer(form, c, size, k, kernel, 0, *strided)
         for seed in seeds:
             work = work_root / f"{name}-{form}-t{trials}-s{seed}"
             with warnings.catch_warnings():
@@ -115,7 +142,7 @@ def measure(layer, target, work_root: Path, trials: int, seeds: list[int], repea
     mean = {form: geomean(ms[(form, s)] for s in seeds) for form in FORMS}
     return {
         "layer": name,
-        "shape": [1, c, size, size, k, kernel],
+        "shape": [1, c, size, size, k, kernel, *strided],
         "ms": {form: [ms[(form, s)] for s in seeds] for form in FORMS},
         "nchwc_over_nchw": mean["nchwc"] / mean["nchw"],
         "nhwc_over_nchw": mean["nhwc"] / mean["nchw"],
@@ -126,8 +153,8 @@ def measure(layer, target, work_root: Path, trials: int, seeds: list[int], repea
 
 def pass_choice(layer, target) -> dict:
     """Whether the pass, with the nchwc family named, runs the NCHW layer blocked."""
-    name, c, size, k, kernel = layer
-    mod, _ = conv_layer("nchw", c, size, k, kernel)
+    name, c, size, k, kernel, *strided = layer
+    mod, _ = conv_layer("nchw", c, size, k, kernel, 0, *strided)
     _, report = tvm_eqsat.optimize(mod, target, flow="tuned", rules=["nchwc"])
     fn = report.functions["main"]
     return {"pass_blocks": any("NCHW16c" in s for s in fn.changes), "predicted_speedup": fn.speedup}
@@ -142,21 +169,22 @@ def markdown(data: dict) -> str:
         f"Command: `{data['command']}`.  Each form tuned once per seed ({seeds}) with its input already in "
         f"its layout, every build timed interleaved, median of {data['repeat']} samples in ms.  Ratios: "
         "geometric means over the seeds.  Blocked over NCHW, geometric mean over the layers (`Machine."
-        f"nchwc_conv`): **{data['nchwc_conv']:.3f}**.  Diff: the largest difference from the first NCHW "
+        f"{data['figure']}`): **{data[data['figure']]:.3f}**.  Diff: the largest difference from the first NCHW "
         "build, relative to its output's largest magnitude.",
         "",
-        "| layer | C, HxW, K, kernel | NCHW ms | NHWC ms | NCHW16c ms | NHWC / NCHW | NCHW16c / NCHW "
+        "| layer | C, HxW, K, kernel, stride, groups | NCHW ms | NHWC ms | NCHW16c ms | NHWC / NCHW | NCHW16c / NCHW "
         "| NCHW16c speedup over the better other | diff | pass blocks it (predicted) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
-        _, c, s, _, k, kernel = r["shape"]
+        _, c, s, _, k, kernel, *strided = r["shape"]
+        stride, groups = strided or (1, 1)
         cells = [" / ".join(f"{t:.3f}" for t in r["ms"][form]) for form in FORMS]
         choice = (
             "-" if "pass_blocks" not in r else f"{'yes' if r['pass_blocks'] else 'no'} ({r['predicted_speedup']:.2f}x)"
         )
         lines.append(
-            f"| {r['layer']} | {c}, {s}x{s}, {k}, {kernel}x{kernel} | {' | '.join(cells)} | {r['nhwc_over_nchw']:.2f} "
+            f"| {r['layer']} | {c}, {s}x{s}, {k}, {kernel}x{kernel}, {stride}, {groups} | {' | '.join(cells)} | {r['nhwc_over_nchw']:.2f} "
             f"| {r['nchwc_over_nchw']:.2f} | {r['speedup_over_best']:.2f}x | {r['max_rel_diff']:.1e} | {choice} |"
         )
     return "\n".join(lines) + "\n"
@@ -172,13 +200,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--work-root", default=os.path.expanduser("~/.cache/tvm_eqsat/nchwc"))
     p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
-    p.add_argument("--calibrate", action="store_true", help="write nchwc_conv into this CPU's calibration file")
+    p.add_argument(
+        "--depthwise",
+        action="store_true",
+        help="MobileNet-v2's depthwise convs (DEPTHWISE_LAYERS), whose ratio is nchwc_depthwise",
+    )
+    p.add_argument(
+        "--calibrate", action="store_true", help="write nchwc_conv (nchwc_depthwise) into this CPU's calibration file"
+    )
     args = p.parse_args(argv)
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(MS_LOG_LEVEL)
 
-    layers = [layer for layer in LAYERS if not args.layers or layer[0] in args.layers]
+    known = [as_layer(layer) for layer in DEPTHWISE_LAYERS] if args.depthwise else LAYERS
+    layers = [layer for layer in known if not args.layers or layer[0] in args.layers]
     if not layers:
-        p.error(f"no layer is named {args.layers}: {[layer[0] for layer in LAYERS]}")
+        p.error(f"no layer is named {args.layers}: {[layer[0] for layer in known]}")
+    figure = "nchwc_depthwise" if args.depthwise else "nchwc_conv"
     tune.use_all_cores()
     mcpu = tune.resolve_mcpu(args.mcpu)
     target = make_target("llvm", "", mcpu)
@@ -188,13 +225,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(measure(layer, target, Path(args.work_root) / name, args.trials, args.seeds, args.repeat))
         print(layer[0], f"blocked {rows[-1]['nchwc_over_nchw']:.2f} of NCHW", flush=True)
     ratio = geomean(r["nchwc_over_nchw"] for r in rows)
-    stem = Path(args.out_dir) / f"layers-nchwc-{name}-t{args.trials}"
+    stem = Path(args.out_dir) / f"layers-nchwc{'-dw' if args.depthwise else ''}-{name}-t{args.trials}"
     if args.calibrate:  # before the pass's choices, which it prices
         path = data_dir("cost_models") / "machines" / f"{mcpu}.json"
         source = Path(f"{stem}.json").resolve()
         source = str(source.relative_to(ROOT)) if source.is_relative_to(ROOT) else str(source)
-        calibration.set_figure(path, "nchwc_conv", round(ratio, 3), source, now)
-        print(f"nchwc_conv = {ratio:.3f} -> {path}")
+        calibration.set_figure(path, figure, round(ratio, 3), source, now)
+        print(f"{figure} = {ratio:.3f} -> {path}")
     for layer, row in zip(layers, rows, strict=True):
         row.update(pass_choice(layer, target))
     data = {
@@ -205,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         "trials": args.trials,
         "seeds": args.seeds,
         "repeat": args.repeat,
-        "nchwc_conv": ratio,
+        "figure": figure,
+        figure: ratio,
         "rows": rows,
     }
     provenance.write_results(stem, data, markdown)

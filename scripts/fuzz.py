@@ -183,6 +183,8 @@ def _conv_steps(b: _Builder, rng) -> None:
     elif kind < 0.5:
         k, stride, pad, dil, groups = _random_conv_attrs(rng, c)
         oc = int(rng.integers(1, 4)) * groups * b.channel_unit
+        if b.channel_unit == BLOCKED_CHANNELS and kind < 0.42:  # depthwise, one filter a channel (MobileNet's)
+            oc = groups = c
         _conv(b, x, oc, k, stride, pad, dil, groups)
     elif kind < 0.6:  # per-channel bias, or a bias that broadcasts another way
         shape = (1, c, 1, 1) if rng.random() < 0.6 else ((c, 1, 1) if rng.random() < 0.5 else (1, 1, h, w))

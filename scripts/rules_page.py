@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = rules_dir() / "RULES.md"
 FIRED = (ROOT / "benchmarks" / "results" / "pass-fingerprints-small.json",)
 GUARD_FACTS = ("const", "shape", "dtype", "orig-id", "first-id", "merge-group", "merge-part", "merge-conv",
-               "merge-matmul", "concat-walk", "permuted-list")  # fmt: skip
+               "merge-matmul", "concat-walk", "permuted-list", "unblocked-list")  # fmt: skip
 
 
 def rule_comments(text: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ def test_shipped_calibrations_are_what_their_measurements_derive():
     """Every file of cost_models/machines/ is ``derive`` of the results it names (rerun
     ``scripts/calibrate_cpu.py --from-results`` after measuring again), each figure measured
     apart is the share of the ``bench_strided.py`` results it names (an NHWC / NCHW ratio, the
-    ``layout_ratios.py`` results' ratio of its kind; ``bench_nchwc.py``'s blocked-conv ratio),
+    ``layout_ratios.py`` results' ratio of its kind; ``bench_nchwc.py``'s blocked-conv ratios),
     and each figure no script
     gives (``by_hand``) names a source that is shipped and says why; nothing else is priced."""
     files = sorted((ROOT / "cost_models" / "machines").glob("*.json"))
@@ -72,9 +72,10 @@ def test_shipped_calibrations_are_what_their_measurements_derive():
                         assert doc["memory"][f"nhwc_{kind}"] == row["ratio"], (path.name, kind)
                         measured_apart.add(f"nhwc_{kind}")
                 continue
-            if "nchwc_conv" in results:  # bench_nchwc.py: the blocked conv's time over NCHW's
-                assert doc["memory"]["nchwc_conv"] == round(results["nchwc_conv"], 3), path.name
-                measured_apart.add("nchwc_conv")
+            blocked = results.get("figure", "nchwc_conv")  # bench_nchwc.py: the blocked conv's time over NCHW's
+            if blocked in results:  # (--depthwise: the depthwise conv's, nchwc_depthwise)
+                assert doc["memory"][blocked] == round(results[blocked], 3), path.name
+                measured_apart.add(blocked)
                 continue
             figure = figures[results["study"]]
             assert doc["memory"][figure] == _bench_strided().mean_share(results["rows"]), (path.name, figure)

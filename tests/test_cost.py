@@ -642,6 +642,27 @@ def test_transposes_that_move_the_innermost_axis_are_priced_as_the_gathers_they_
     assert 0.5 < np.median(gather_ratios["gathering"]) < 2.0
 
 
+def test_the_blocked_layouts_copies_are_priced_as_the_transposes_they_are_built_of():
+    """nchwc.egg's ToBlocked and FromBlocked are each a reshape and a transpose that moves the
+    innermost axis (ops.py): priced as that transpose, at the gather rate, not as a copy (on Zen
+    3 the copies around SqueezeNet's blocked convs cost more than the convs gained,
+    family-nchwc-llvm-znver3-cold-tuned-t32.json); a one-pixel image's copy is a reshape, which
+    keeps the copy price."""
+    model = cost.RooflineCostModel("llvm", "tuned", 256, "znver3")
+    assert model.machine.gather_ns > 0
+    plain, blocked = TensorTy((1, 128, 55, 55), F32), TensorTy((1, 8, 55, 55, 16), F32)
+    permute = model.node_cost("Permute", ((0, 1, 3, 4, 2),), (TensorTy((1, 8, 16, 55, 55), F32),), blocked, False)
+    to_blocked = model.node_cost("ToBlocked", (16,), (plain,), blocked, False)
+    from_blocked = model.node_cost("FromBlocked", (), (blocked,), plain, False)
+    assert to_blocked == from_blocked == pytest.approx(permute)
+    copying = cost.RooflineCostModel("llvm", "tuned", 256, "znver3")
+    copying.machine = dataclasses.replace(copying.machine, gather_ns=0.0)
+    assert to_blocked > 2 * copying.node_cost("ToBlocked", (16,), (plain,), blocked, False)
+    assert cost.is_gather("ToBlocked", (16,), (plain,), blocked)
+    assert not cost.is_gather("FromBlocked", (), (TensorTy((1, 8, 1, 1, 16), F32),), TensorTy((1, 128, 1, 1), F32))
+    assert not cost.is_gather("ToBlocked", (16,), (TensorTy((1, 128, 1, 1), F32),), TensorTy((1, 8, 1, 1, 16), F32))
+
+
 def test_a_learned_model_prices_lone_reshapes_as_its_roofline_does():
     """Nodes a learned model has no kernel for, a reshape left between two kernels among them,
     cost what the roofline of the same target says (one model prices everything)."""

@@ -944,6 +944,20 @@ def conv2d_nchwc(seed, positive):
     return module([x], body), ["conv2d-nchwc"]
 
 
+def depthwise_conv2d_nchwc(seed, positive):
+    """A depthwise 3x3 or 5x5 conv, any stride, padding and dilation; negative: a channel
+    multiplier of 2 (32 outputs of 16 channels), which the blocked kernel does not compute."""
+    rng = _rng(seed)
+    c, size, kernel = int(rng.choice([16, 32])), int(rng.integers(7, 11)), int(rng.choice([3, 5]))
+    stride, dil = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+    pad = [int(p) for p in rng.integers(0, 3, 4)]
+    x, w = tensor("x", (1, c, size, size)), const((c if positive else 2 * c, 1, kernel, kernel), seed=seed)
+    body = lambda bb, x: R.nn.relu(  # noqa: E731
+        bb.emit(R.nn.conv2d(x, w, strides=stride, padding=pad, dilation=dil, groups=c))
+    )
+    return module([x], body), ["depthwise-conv2d-nchwc"]
+
+
 def block_of_unblock(seed, positive):
     """Two blocked convs in a row; negative: a sigmoid between them, which no rule moves."""
 
@@ -1020,6 +1034,19 @@ def _pool_nchwc(op, name):
         return module([_nchwc_input(seed)], body), ["conv2d-nchwc", name]
 
     return build
+
+
+def concat_of_unblocks(seed, positive):
+    """Two or three blocked convs of one input (16 or 32 outputs each) concatenated on the
+    channels, then a relu; negative: the last part has 24 outputs, which nothing blocks."""
+    outs = [16, 32, 16][: 2 + seed % 2]
+
+    def body(bb, x):
+        parts = [_blocked_conv(bb, x, seed + i, out) for i, out in enumerate(outs[:-1])]
+        parts.append(_blocked_conv(bb, x, seed + 9, outs[-1] if positive else 24))
+        return R.nn.relu(bb.emit(R.concat(parts, axis=1)))
+
+    return module([_nchwc_input(seed)], body), ["conv2d-nchwc", "concat-of-unblocks"]
 
 
 def _mean_nchwc(keepdims, name):
@@ -1108,6 +1135,7 @@ BUILDERS = {
     "conv2d-winograd-f4-nhwc-pad": conv2d_winograd_f4_nhwc_pad,
     **WINOGRAD_1D,
     "conv2d-nchwc": conv2d_nchwc,
+    "depthwise-conv2d-nchwc": depthwise_conv2d_nchwc,
     "block-of-unblock": block_of_unblock,
     "unblock-of-block": unblock_of_block,
     "relu-of-unblock": _unary_of_unblock(R.nn.relu, "relu-of-unblock"),
@@ -1120,6 +1148,7 @@ BUILDERS = {
     "avg-pool-nchwc": _pool_nchwc(R.nn.avg_pool2d, "avg-pool-nchwc"),
     "mean-nchwc": _mean_nchwc(False, "mean-nchwc"),
     "mean-nchwc-keepdims": _mean_nchwc(True, "mean-nchwc-keepdims"),
+    "concat-of-unblocks": concat_of_unblocks,
     "gelu-as-erf": gelu_as_erf,
     "erf-rational": erf_rational,
     "softmax-fast": softmax_fast,
@@ -1646,3 +1675,44 @@ def test_the_pass_runs_a_residual_block_channel_blocked_where_the_blocked_conv_w
     convs = [w for w in module_workloads(new) if w.op == "Conv2dNCHWc"]
     assert len(convs) == 3 and sum(bool(w.epilogue) for w in convs) >= 2, convs
     assert tvm_ffi.structural_equal(block_from_graph(graph), new["main"].body.blocks[0], map_free_vars=True)
+
+
+def test_the_pass_runs_an_inverted_residual_block_channel_blocked_depthwise_conv_included(monkeypatch):
+    """MobileNet-v2's block (a 1x1 expand conv, a depthwise 3x3, a 1x1 projection, bias adds,
+    ReLU6s, the residual add): where a CPU's calibration holds ``nchwc_conv``, the pass with
+    the nchwc family blocks the depthwise conv too (depthwise-conv2d-nchwc, priced as the NCHW
+    one), so the whole block runs in NCHW16c with one copy in and one out, where a depthwise
+    conv left in NCHW costs two more.  The values are the NCHW block's within rounding, and the
+    depthwise call reads back as its op."""
+    import tvm
+
+    from tvm_eqsat import cost
+    from tvm_eqsat.graph import module_graphs
+
+    memory = {"bandwidth_gbs": 16.0, "cache_gbs": 63.0, "nchwc_conv": 0.6}
+    monkeypatch.setattr(
+        cost, "measured_cpus", lambda: {"znver3": (256, {"matmul": 58.0, "conv": 40.0, "depthwise": 31.0}, memory)}
+    )
+    x = tensor("x", (1, 32, 14, 14))
+
+    def body(bb, x):
+        y = x
+        for i, (k, out, groups) in enumerate([(1, 96, 1), (3, 96, 96), (1, 32, 1)]):
+            c = int(y.ty.shape[1])
+            w, b = const((out, c // groups, k, k), seed=i), const((1, out, 1, 1), seed=10 + i)
+            y = bb.emit(R.add(bb.emit(R.nn.conv2d(y, w, padding=k // 2, groups=groups)), b))
+            y = bb.emit(R.clip(y, 0.0, 6.0) if i < 2 else R.add(y, x))
+        return y
+
+    mod = module([x], body)
+    zen3 = tvm.target.Target({"kind": "llvm", "mcpu": "znver3"})
+    new, report = tvm_eqsat.optimize(mod, zen3, flow="tuned", rules=["nchwc"])
+    fn = report.functions["main"]
+    assert fn.rules_applied.get("depthwise-conv2d-nchwc"), fn.rules_applied
+    assert "3 of 3 convs run in NCHW16c" in fn.changes, fn.changes
+    assert "2 layout copies into or out of NCHW16c added" in fn.changes, fn.changes
+    assert "relax.nn.conv2d" not in relax_ops(new)
+    assert_close(mod, new, rtol=1e-5)
+    (graph,) = module_graphs(new)
+    counts = graph.op_counts()
+    assert counts["DepthwiseConv2dNCHWc"] == 1 and counts["Conv2dNCHWc"] == 2, counts

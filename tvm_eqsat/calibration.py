@@ -38,6 +38,7 @@ MEMORY_KEYS = frozenset(
         "strided_3x3_share",
         *(f"nhwc_{kind}" for kind in LAYOUT_CLASSES),
         "nchwc_conv",
+        "nchwc_depthwise",
     }
 )
 CACHE_BYTES = 16 << 20  # the tuned llvm machines' cache tier: a kernel whose traffic fits streams at cache_gbs

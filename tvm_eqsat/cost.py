@@ -65,6 +65,9 @@ class Machine:
     # conv's in NCHW, both tuned alone (scripts/bench_nchwc.py); 1.0: not measured, and then
     # the blocked form, priced like the NCHW one plus its layout copies, is never chosen
     nchwc_conv: float = 1.0
+    # the same for a depthwise conv (nchwc.egg's DepthwiseConv2dNCHWc, te_ops.py's kernel) over
+    # the NCHW depthwise conv's; 1.0: priced alike, so it is taken only where it saves copies
+    nchwc_depthwise: float = 1.0
 
     def libm_us(self, op: str, out_ty) -> float:
         """The libm calls of one of ``ops.LIBM_OPS``, one per output element (0 for other ops)."""
@@ -172,6 +175,11 @@ MACHINES = {  # (target kind, build flow) -> machine
 # on these rows; it corrects the order of magnitude the copy price missed (the output layouts
 # of full-size SqueezeNet's Winograd convs, priced at 97 GB/s, ran 3-7x their price).  A
 # machine whose transposes were not measured (the Xeon, AVX2) keeps the generic one's rate.
+# nchwc.egg's copies into and out of NCHW16c are such transposes (with a reshape) and pay the
+# same rate (``is_gather``): priced as copies, the roofline had blocked 16 of full-size
+# SqueezeNet's 18 convs on Zen 3 with 24 copies around them, whose kernels took 4.6 ms against
+# 1.4 ms without the family, and the model ran 0.861x (family-nchwc-llvm-znver3-cold-tuned-
+# t32.json).
 #
 # Batch norms.  TVM legalizes an inference batch norm to a kernel of its own that computes
 # (x - mean) / sqrt(var + eps) * gamma + beta element by element, a square root and a divide
@@ -277,6 +285,23 @@ def gathers(perm: Sequence[int], in_shape: Sequence[int]) -> bool:
     inner = [a for a in range(len(in_shape)) if in_shape[a] > 1]
     moved = [a for a in perm if in_shape[a] > 1]
     return bool(inner) and moved[-1] != inner[-1]
+
+
+def is_gather(op: str, attrs: tuple, in_tys: Sequence[Ty | None], out_ty: Ty | None) -> bool:
+    """Whether a node is a transpose that moves the innermost axis (``gathers``): a permute, or
+    one of nchwc.egg's layout copies, each a reshape and such a transpose (ops.py), except where
+    the image is one pixel and the copy is a reshape."""
+    if not (in_tys and isinstance(in_tys[0], TensorTy) and isinstance(out_ty, TensorTy)):
+        return False
+    shape = in_tys[0].shape
+    if op == "Permute":
+        return gathers(attrs[0], shape)
+    if op == "ToBlocked" and len(shape) == 4:  # (N, C, H, W) seen as (N, C/b, b, H, W)
+        n, c, h, w = shape
+        return gathers((0, 1, 3, 4, 2), (n, c // attrs[0], attrs[0], h, w))
+    if op == "FromBlocked" and len(shape) == 5:
+        return gathers((0, 1, 4, 2, 3), shape)
+    return False
 
 
 def _strided_nchw_kernel(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> tuple[int, ...] | None:
@@ -406,6 +431,8 @@ def nhwc_ratio(m: Machine, op: str, attrs: tuple, in_tys: Sequence[Ty | None], o
     (1.0: not measured, or not such a conv)."""
     if op == "Conv2dNCHWc":
         return m.nchwc_conv
+    if op == "DepthwiseConv2dNCHWc":
+        return m.nchwc_depthwise
     if op != "Conv2d" or attrs[4] != "NHWC":
         return 1.0
     kind = layout_class(op, attrs, in_tys, out_ty)
@@ -418,6 +445,8 @@ def compute_class(op: str, attrs: tuple, in_tys: Sequence[Ty | None]) -> str | N
         return "matmul"
     if op == "Conv2dNCHWc":  # groups 1 (nchwc.egg)
         return "conv"
+    if op == "DepthwiseConv2dNCHWc":
+        return "depthwise"
     if op == "Conv2d" and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
         kernel_layout, groups = attrs[5], attrs[3]
         per_group = in_tys[1].shape[kernel_layout.index("I")] if "I" in kernel_layout else 0
@@ -488,9 +517,8 @@ class RooflineCostModel:
         if share < 1.0:  # as before the table: a share above 1 measured nothing slower; priced as any conv
             work /= share
         busy = float(m.busy_us(work, traffic)) * nhwc_ratio(m, op, attrs, in_tys, out_ty)
-        if op == "Permute" and m.gather_ns and isinstance(out_ty, TensorTy) and in_tys:
-            if isinstance(in_tys[0], TensorTy) and gathers(attrs[0], in_tys[0].shape):
-                busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
+        if m.gather_ns and is_gather(op, attrs, in_tys, out_ty):
+            busy = max(busy, out_ty.numel * m.gather_ns / 1e3)
         busy = max(busy, m.libm_us(op, out_ty))  # a softmax: an exp each
         if op == "BatchNorm" and m.batch_norm_ns and in_tys and isinstance(in_tys[0], TensorTy):
             busy = max(busy, in_tys[0].numel * m.batch_norm_ns / 1e3)

@@ -72,7 +72,7 @@ def census(graph: TensorGraph) -> Counter:
             strided = strided_conv(node.op, node.attrs, in_tys)
             if strided is not None:
                 counts[strided.name] += 1
-        elif node.op == "Conv2dNCHWc":  # nchwc.egg
+        elif node.op in ("Conv2dNCHWc", "DepthwiseConv2dNCHWc"):  # nchwc.egg
             counts["conv2d NCHW16c"] += 1
         elif node.op in ("ToBlocked", "FromBlocked"):
             counts["blocking copy"] += 1

@@ -229,6 +229,17 @@ def _block_weight(xs, a):
     return xs[0].reshape(o // b, b, i // b, b, kh, kw).transpose(0, 2, 4, 5, 3, 1)
 
 
+def _depthwise_conv2d_nchwc(xs, a):
+    """The blocked depthwise conv as the NCHW one (groups = channels) of the unblocked data
+    and the (C, 1, kh, kw) weight, blocked again."""
+    strides, padding, dilation, out_dtype = a
+    x, w = xs
+    _, blocks, kh, kw, b = w.shape
+    w_oihw = w.transpose(1, 4, 0, 2, 3).reshape(blocks * b, 1, kh, kw)
+    attrs = (strides, padding, dilation, blocks * b, "NCHW", "OIHW", "NCHW", out_dtype)
+    return _to_blocked([_conv2d([_from_blocked(x), w_oihw], attrs)], (b,))
+
+
 def _conv2d_nchwc(xs, a):
     """TOPI's conv2d_NCHWc as the NCHW conv of the unblocked data and weight, blocked again."""
     strides, padding, dilation, out_dtype = a
@@ -288,6 +299,7 @@ SEMANTICS: dict[str, Callable[[list, tuple], Any]] = {
     "FromBlocked": lambda xs, a: _from_blocked(xs[0]),
     "BlockWeight": _block_weight,
     "Conv2dNCHWc": _conv2d_nchwc,
+    "DepthwiseConv2dNCHWc": _depthwise_conv2d_nchwc,
 }
 
 

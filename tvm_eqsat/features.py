@@ -114,6 +114,8 @@ def flops(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> float:
     if op == "Conv2dNCHWc" and out is not None and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
         weight = in_tys[1]  # (O/b, I/b, kh, kw, b, b): each output sums over I * kh * kw
         return 2.0 * out.numel * weight.numel / max(weight.shape[0] * weight.shape[5], 1)
+    if op == "DepthwiseConv2dNCHWc" and out is not None and len(in_tys) > 1 and isinstance(in_tys[1], TensorTy):
+        return 2.0 * out.numel * in_tys[1].shape[2] * in_tys[1].shape[3]  # each output sums kh * kw taps
     if op in ("MaxPool2d", "AvgPool2d") and out is not None:
         return float(out.numel * _numel(attrs[0]))
     if op in ("LayerNorm", "BatchNorm", "Softmax", "FastSoftmax", "Mean") and first is not None:
@@ -158,6 +160,10 @@ def _gemm_view(op: str, attrs: tuple, in_tys: Sequence, out: TensorTy) -> tuple[
         weight = in_tys[1]  # (O/b, C/b, kh, kw, b, b)
         o = weight.shape[0] * weight.shape[5]
         return out.numel / max(o, 1), o, weight.numel / max(o, 1), 1
+    if op == "DepthwiseConv2dNCHWc" and len(in_tys) == 2:
+        weight = in_tys[1]  # (1, C/b, kh, kw, b): as the NCHW depthwise conv's view
+        o = weight.shape[1] * weight.shape[4]
+        return out.numel / max(o, 1), o, weight.shape[2] * weight.shape[3], 1
     return 1, 1, 1, 1
 
 
@@ -202,6 +208,13 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> np.ndarray:
         v[INDEX["kh"]], v[INDEX["kw"]] = tensors[1].shape[2:4]
         v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
         v[INDEX["pad"]] = sum(padding)
+    elif op == "DepthwiseConv2dNCHWc" and len(tensors) == 2:  # groups = channels, blocked
+        strides, padding, dilation = attrs[:3]
+        v[INDEX["kh"]], v[INDEX["kw"]] = tensors[1].shape[2:4]
+        v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
+        v[INDEX["pad"]] = sum(padding)
+        v[INDEX["log_groups"]] = _log(tensors[1].shape[1] * tensors[1].shape[4])
+        v[INDEX["depthwise"]] = 1.0
     elif op in ("MaxPool2d", "AvgPool2d"):
         pool, strides, padding, dilation = attrs[:4]
         v[INDEX["kh"]], v[INDEX["kw"]] = pool

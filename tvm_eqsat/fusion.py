@@ -32,7 +32,18 @@ from .graph import INPUT, TGET, Node, TensorGraph
 # are not among them: an unknown op may be element-wise to FuseOps (``where``), so a reshape
 # beside one may fuse (priced as the view, the lower bound)
 ANCHORS = frozenset(
-    {"Matmul", "Conv2d", "Conv2dNCHWc", "BatchNorm", "LayerNorm", "Softmax", "MaxPool2d", "AvgPool2d", "Mean"}
+    {
+        "Matmul",
+        "Conv2d",
+        "Conv2dNCHWc",
+        "DepthwiseConv2dNCHWc",
+        "BatchNorm",
+        "LayerNorm",
+        "Softmax",
+        "MaxPool2d",
+        "AvgPool2d",
+        "Mean",
+    }
 )
 _ANCHOR_DEPTH = 4  # element-wise epilogue ops followed back to their kernel
 

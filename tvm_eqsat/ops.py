@@ -638,6 +638,17 @@ SPECS: tuple[OpSpec, ...] = (
         lambda xs, a: te_ops.call_n("conv2d_nchwc", xs, *a),
         KERNEL,
     ),
+    # a depthwise conv on blocked data, (1, C/b, kh, kw, b) weights (te_ops.py: TOPI has no
+    # compute for it); groups = channels, one filter each
+    _spec(
+        "DepthwiseConv2dNCHWc",
+        "",
+        2,
+        [("strides", IVEC), ("padding", IVEC), ("dilation", IVEC), ("out_dtype", STR)],
+        _read_te_kernel("depthwise_conv2d_nchwc"),
+        lambda xs, a: te_ops.call_n("depthwise_conv2d_nchwc", xs, *a),
+        KERNEL,
+    ),
     # a constant matrix a rule introduces (tables.py); no Relax op reads back as one
     _spec("Table", "", 0, [("name", STR), ("shape", IVEC), ("dtype", STR)], _read_nothing, _build_table, INJECTIVE),
 )
@@ -645,7 +656,11 @@ SPECS: tuple[OpSpec, ...] = (
 BY_NAME: dict[str, OpSpec] = {s.name: s for s in SPECS}
 BY_RELAX_OP: dict[str, OpSpec] = {s.relax_op: s for s in SPECS if s.relax_op}
 # the ops emitted as TE kernels (te_ops.py), by the kernel's TE name: read back from their call_tir
-BY_TE_KERNEL: dict[str, OpSpec] = {"fast_softmax": BY_NAME["FastSoftmax"], "conv2d_nchwc": BY_NAME["Conv2dNCHWc"]}
+BY_TE_KERNEL: dict[str, OpSpec] = {
+    "fast_softmax": BY_NAME["FastSoftmax"],
+    "conv2d_nchwc": BY_NAME["Conv2dNCHWc"],
+    "depthwise_conv2d_nchwc": BY_NAME["DepthwiseConv2dNCHWc"],
+}
 
 # Structural node kinds of the tensor language (not Relax operators).
 INPUT, CONST, OPAQUE, TUPLE_NODE, TGET = "Input", "Const", "Opaque", "Tuple", "TGet"

@@ -1,5 +1,5 @@
-"""Ops the pass emits as TVM's own TE kernels: TOPI's fast softmax and its conv2d on
-channel-blocked data (``conv2d_NCHWc``).
+"""Ops the pass emits as TE kernels: TOPI's fast softmax and its conv2d on channel-blocked
+data (``conv2d_NCHWc``), and a depthwise conv2d on such data.
 
 TVM computes the exponentials inside ``nn.softmax`` with a C library call per element,
 which MetaSchedule does not vectorize.  ``FastMathTransform`` replaces every softmax (and
@@ -9,7 +9,7 @@ extraction chooses it where it is cheaper, and the rebuilt block calls it with `
 
 TVM's Relax legalization has no rule for a conv2d whose layout blocks the channels
 (``NCHW16c``, NeoCPU's layout), so ``nchwc.egg``'s convs are TOPI's ``conv2d_NCHWc`` the
-same way.
+same way, and its depthwise convs a TE compute of ours (TOPI has none for that layout).
 
 Each kernel is made once per process for each input type and attribute values, as
 ``BlockBuilder.emit_te`` makes it (the PrimFunc is the one ``FastMathTransform`` makes, so
@@ -49,10 +49,41 @@ def _conv2d_nchwc(data, kernel, strides, padding, dilation, out_dtype):
         )
 
 
+def _depthwise_conv2d_nchwc(data, kernel, strides, padding, dilation, out_dtype):
+    """A depthwise conv (one filter per channel) on (N, C/b, H, W, b) data and (1, C/b, kh, kw,
+    b) weights (the OIHW weight as a (1, C, kh, kw) tensor, blocked like the data), padding
+    (top, left, bottom, right) as Relax's.  Written here: TOPI declares
+    ``depthwise_conv2d_NCHWc`` but registers no compute for it in the wheels we pin."""
+    from tvm import te, topi
+
+    n, blocks, h, w, b = (int(d) for d in data.shape)
+    kh, kw = (int(d) for d in kernel.shape[2:4])
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    padded = topi.nn.pad(data, [0, 0, top, left, 0], [0, 0, bottom, right, 0]) if any(padding) else data
+    oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+    dtype = out_dtype or data.dtype
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+    return te.compute(
+        (n, blocks, oh, ow, b),
+        lambda i, c, y, x, lane: te.sum(
+            padded[i, c, y * sh + ry * dh, x * sw + rx * dw, lane].astype(dtype)
+            * kernel[0, c, ry, rx, lane].astype(dtype),
+            axis=[ry, rx],
+        ),
+        name="depthwise_conv2d_nchwc",
+    )
+
+
 def _topi(name: str) -> Callable:
     from tvm import topi
 
-    return {"fast_softmax": topi.nn.fast_softmax, "conv2d_nchwc": _conv2d_nchwc}[name]
+    return {
+        "fast_softmax": topi.nn.fast_softmax,
+        "conv2d_nchwc": _conv2d_nchwc,
+        "depthwise_conv2d_nchwc": _depthwise_conv2d_nchwc,
+    }[name]
 
 
 def _tensor_type(expr) -> relax.TensorType:
@@ -68,8 +99,8 @@ def call(name: str, x, *attrs) -> relax.Call:
 
 
 def call_n(name: str, inputs, *attrs) -> relax.Call:
-    """``call_tir`` of ``name`` (fast_softmax, conv2d_nchwc) on the tensors ``inputs``, with
-    ``attrs``."""
+    """``call_tir`` of ``name`` (fast_softmax, conv2d_nchwc, depthwise_conv2d_nchwc) on the
+    tensors ``inputs``, with ``attrs``."""
     types = [_tensor_type(x) for x in inputs]
     signature = tuple((tuple(int(d) for d in ty.shape.values), str(ty.dtype)) for ty in types)
     key = (name, *signature[0], attrs) if len(inputs) == 1 else (name, signature, attrs)
