@@ -45,8 +45,11 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # Winograd convs in NHWC (llvm-znver3-cold-tuned-t32-nchwc.md); but SqueezeNet ran 0.861x of
 # the pass without it (family-nchwc-llvm-znver3-cold-tuned-t32.json): its convs 1.37x faster
 # blocked, its layout copies around the fire modules' concats 3.3x dearer than the roofline's
-# traffic price let it see.  It goes on by default once those copies are priced as measured and
-# MobileNet-v2, Inception-v3 and NASNet-A, which it rewrites too, are measured not to lose.
+# traffic price let it see.  With the copies priced as gathers (cost.is_gather), concats kept
+# blocked and depthwise convs blocked too, SqueezeNet ran 1.032x (within the noise) and
+# MobileNet-v2 1.207x of the pass without it, 1.272x with Zen 3's nchwc_depthwise (same file,
+# rows 2-4; layers-nchwc-dw-llvm-znver3-t32.md).  It goes on by default
+# once Inception-v3 and NASNet-A, which it rewrites too, are measured not to lose.
 OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "nchwc")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
