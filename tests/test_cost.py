@@ -446,6 +446,17 @@ def test_layout_pairs_match_one_convolution_in_both_layouts():
     samples = [Sample("m", "database", w, None, 1.0, 0.0) for w in ws]
     assert sorted(layout_pairs(samples, "NCHW16c")) == [(9, 10)]
     assert sorted(layout_pairs(samples)) == [(0, 1), (2, 3)]
+    # and the blocked depthwise conv with the NCHW depthwise one (groups = channels = 32)
+    dw_attrs = ((2, 2), (1, 1, 1, 1), (1, 1), 1, "NCHW", "OIHW", "NCHW", "")
+    dw = TensorTy((1, 32, 14, 14), "float32"), TensorTy((32, 1, 3, 3), "float32")
+    blocked_dw = TensorTy((1, 2, 14, 14, 16), "float32"), TensorTy((1, 2, 3, 3, 16), "float32")
+    ws += [
+        Workload("Conv2d", dw_attrs[:3] + (32,) + dw_attrs[4:], dw, (relu,)),  # 12 pairs with 13
+        Workload("DepthwiseConv2dNCHWc", ((2, 2), *blocked_attrs[1:]), blocked_dw, (relu,)),  # 13
+        Workload("DepthwiseConv2dNCHWc", blocked_attrs, blocked_dw, (relu,)),  # 14: no NCHW one of stride 1
+    ]
+    samples = [Sample("m", "database", w, None, 1.0, 0.0) for w in ws]
+    assert sorted(layout_pairs(samples, "NCHW16c")) == [(9, 10), (12, 13)]
 
 
 def test_epilogue_compute_moves_from_kernels_to_elementwise_nodes(tmp_path):

@@ -207,7 +207,8 @@ def load_dataset(
 def _conv_nchw_form(w: Workload) -> tuple[str, tuple] | None:
     """A convolution workload's layout and its identity in NCHW terms (input NCHW, weight
     OIHW, attributes, dtype, the epilogue's ops): equal for one convolution in every layout
-    (NCHW, NHWC, and channel-blocked ``NCHW<b>c``, nchwc.egg's ``Conv2dNCHWc``)."""
+    (NCHW, NHWC, and channel-blocked ``NCHW<b>c``, nchwc.egg's ``Conv2dNCHWc`` and
+    ``DepthwiseConv2dNCHWc``)."""
     if w.op == "Conv2dNCHWc" and len(w.inputs) == 2:
         strides, padding, dilation, out_dtype = w.attrs
         x, k = w.inputs[0].shape, w.inputs[1].shape  # (N, C/b, H, W, b), (O/b, C/b, kh, kw, b, b)
@@ -215,6 +216,14 @@ def _conv_nchw_form(w: Workload) -> tuple[str, tuple] | None:
         epilogue = tuple(e.op for e in w.epilogue)
         identity = (x, k, strides, padding, dilation, 1, out_dtype, w.inputs[0].dtype, epilogue)
         return f"NCHW{w.inputs[0].shape[4]}c", identity
+    if w.op == "DepthwiseConv2dNCHWc" and len(w.inputs) == 2:
+        strides, padding, dilation, out_dtype = w.attrs
+        x, k = w.inputs[0].shape, w.inputs[1].shape  # (N, C/b, H, W, b), (1, C/b, kh, kw, b)
+        c = x[1] * x[4]
+        epilogue = tuple(e.op for e in w.epilogue)
+        identity = ((x[0], c, x[2], x[3]), (c, 1, k[2], k[3]), strides, padding, dilation, c, out_dtype,
+                    w.inputs[0].dtype, epilogue)  # fmt: skip
+        return f"NCHW{x[4]}c", identity
     if w.op != "Conv2d" or len(w.inputs) < 2:
         return None
     strides, padding, dilation, groups, data_layout, kernel_layout, _out_layout, out_dtype = w.attrs
