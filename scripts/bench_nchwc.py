@@ -162,6 +162,7 @@ def pass_choice(layer, target) -> dict:
 
 def markdown(data: dict) -> str:
     seeds = ", ".join(str(s) for s in data["seeds"])
+    figure = data.get("figure", "nchwc_conv")  # results written before --depthwise name none
     lines = [
         f"# Convs in NCHW, NHWC and NCHW16c: llvm -mcpu={data['mcpu']}, tuned flow, {data['trials']} trials per kernel",
         "",
@@ -169,7 +170,7 @@ def markdown(data: dict) -> str:
         f"Command: `{data['command']}`.  Each form tuned once per seed ({seeds}) with its input already in "
         f"its layout, every build timed interleaved, median of {data['repeat']} samples in ms.  Ratios: "
         "geometric means over the seeds.  Blocked over NCHW, geometric mean over the layers (`Machine."
-        f"{data['figure']}`): **{data[data['figure']]:.3f}**.  Diff: the largest difference from the first NCHW "
+        f"{figure}`): **{data[figure]:.3f}**.  Diff: the largest difference from the first NCHW "
         "build, relative to its output's largest magnitude.",
         "",
         "| layer | C, HxW, K, kernel, stride, groups | NCHW ms | NHWC ms | NCHW16c ms | NHWC / NCHW | NCHW16c / NCHW "
