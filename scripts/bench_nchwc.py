@@ -229,9 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = Path(args.out_dir) / f"layers-nchwc{'-dw' if args.depthwise else ''}-{name}-t{args.trials}"
     if args.calibrate:  # before the pass's choices, which it prices
         path = data_dir("cost_models") / "machines" / f"{mcpu}.json"
-        source = Path(f"{stem}.json").resolve()
-        source = str(source.relative_to(ROOT)) if source.is_relative_to(ROOT) else str(source)
-        calibration.set_figure(path, figure, round(ratio, 3), source, now)
+        calibration.record_figures(path, {figure: round(ratio, 3)}, Path(f"{stem}.json"), ROOT, now)
         print(f"{figure} = {ratio:.3f} -> {path}")
     for layer, row in zip(layers, rows, strict=True):
         row.update(pass_choice(layer, target))

@@ -295,9 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no layer run is one {study.strided.share} prices: the calibration is left as it was")
     elif args.calibrate:  # before the pass's choices, which it prices
         path = data_dir("cost_models") / "machines" / f"{mcpu}.json"
-        source = (Path(args.out_dir) / f"{study.file}-{name}-t{args.trials}.json").resolve()
-        source = str(source.relative_to(ROOT)) if source.is_relative_to(ROOT) else str(source)
-        calibration.set_figure(path, study.strided.share, share, source, now)
+        results = Path(args.out_dir) / f"{study.file}-{name}-t{args.trials}.json"
+        calibration.record_figures(path, {study.strided.share: share}, results, ROOT, now)
         print(f"{study.strided.share} = {share} -> {path}")
     for layer, row in zip(layers, rows, strict=True):
         row.update(pass_choice(layer, study, target))

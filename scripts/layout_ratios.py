@@ -152,12 +152,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.calibrate:
         mcpu = doc["target_name"].removeprefix("llvm-").removesuffix("-cold")
         path = data_dir("cost_models") / "machines" / f"{mcpu}.json"
-        source = Path(args.out).with_suffix(".json").resolve()
-        source = str(source.relative_to(ROOT)) if source.is_relative_to(ROOT) else str(source)
-        for kind, k in doc["kinds"].items():
-            if k["calibrated"]:
-                calibration.set_figure(path, f"nhwc_{kind}", k["ratio"], source, now)
-                print(f"nhwc_{kind} = {k['ratio']} -> {path}")
+        figures = {f"nhwc_{kind}": k["ratio"] for kind, k in doc["kinds"].items() if k["calibrated"]}
+        calibration.record_figures(path, figures, Path(args.out).with_suffix(".json"), ROOT, now)
+        for key, value in figures.items():
+            print(f"{key} = {value} -> {path}")
     return doc
 
 

@@ -185,6 +185,24 @@ def test_a_figure_measured_apart_is_recorded_and_survives_a_new_calibration(tmp_
     assert "strided_share" not in calibration.set_figure(path, "strided_share", 0.5, "s2d.json", "e")["by_hand"]
 
 
+def test_the_scripts_record_figures_with_their_results_named_from_the_repository(tmp_path):
+    """``record_figures`` (the scripts' ``--calibrate``) sets every figure it is given and names
+    the results file relative to the repository root where it lies inside it, else whole."""
+    derived = calibration.derive(*_results("znver3"))
+    derived["sources"] = ["peak.json", "bandwidth.json"]
+    path = tmp_path / "znver3.json"
+    path.write_text(json.dumps(derived))
+    inside = tmp_path / "repo" / "benchmarks" / "results" / "layers.json"
+    figures = {"nchwc_conv": 0.8, "nchwc_depthwise": 0.7}
+    calibration.record_figures(path, figures, inside, tmp_path / "repo", "d")
+    doc = json.loads(path.read_text())
+    assert {k: doc["memory"][k] for k in figures} == figures
+    assert doc["sources"][-1] == "benchmarks/results/layers.json"
+    outside = tmp_path / "elsewhere.json"
+    calibration.record_figures(path, {"strided_share": 0.6}, outside, tmp_path / "repo", "e")
+    assert json.loads(path.read_text())["sources"][-1] == str(outside.resolve())
+
+
 def test_calibrate_cpu_script_writes_what_derive_says(tmp_path, capsys):
     """``calibrate_cpu.py --from-results`` (no measuring) writes the calibration of the two
     results with their paths, and refuses results whose vector width is not the CPU's."""

@@ -108,6 +108,17 @@ def set_figure(path: Path, key: str, value: float, source: str, date: str) -> di
     return doc
 
 
+def record_figures(path: Path, figures: dict[str, float], results: Path, root: Path, date: str) -> None:
+    """``set_figure`` for each of ``figures``, measured in the results file ``results``, which
+    the calibration names relative to ``root`` (the repository) where it lies inside it: what
+    the scripts' ``--calibrate`` does (bench_strided, bench_nchwc, layout_ratios)."""
+    source = Path(results).resolve()
+    source = str(source.relative_to(root)) if source.is_relative_to(root) else str(source)
+    for key, value in figures.items():
+        set_figure(path, key, value, source, date)
+        log.info("%s = %s -> %s", key, value, path)
+
+
 def kept_figures(old: dict, new: dict) -> dict:
     """``new`` (a calibration just derived) with the figures of ``old`` (the CPU's file before)
     that the peaks and memory tiers do not give: ``set_figure``'s, with their dates and sources,
