@@ -116,7 +116,6 @@ def record_figures(path: Path, figures: dict[str, float], results: Path, root: P
     source = str(source.relative_to(root)) if source.is_relative_to(root) else str(source)
     for key, value in figures.items():
         set_figure(path, key, value, source, date)
-        log.info("%s = %s -> %s", key, value, path)
 
 
 def kept_figures(old: dict, new: dict) -> dict:

@@ -203,18 +203,14 @@ def features(op: str, attrs: tuple, in_tys: Sequence, out_ty) -> np.ndarray:
         channels = tensors[0].shape[data_layout.index("C")]
         v[INDEX["depthwise"]] = float(groups == channels and groups > 1)
         v[INDEX["channels_last"]] = float(data_layout.endswith("C"))
-    elif op == "Conv2dNCHWc" and len(tensors) == 2:  # groups 1, channels blocked: not last
+    elif op in ("Conv2dNCHWc", "DepthwiseConv2dNCHWc") and len(tensors) == 2:  # channels blocked: not last
         strides, padding, dilation = attrs[:3]
         v[INDEX["kh"]], v[INDEX["kw"]] = tensors[1].shape[2:4]
         v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
         v[INDEX["pad"]] = sum(padding)
-    elif op == "DepthwiseConv2dNCHWc" and len(tensors) == 2:  # groups = channels, blocked
-        strides, padding, dilation = attrs[:3]
-        v[INDEX["kh"]], v[INDEX["kw"]] = tensors[1].shape[2:4]
-        v[INDEX["stride"]], v[INDEX["dilation"]] = max(strides), max(dilation)
-        v[INDEX["pad"]] = sum(padding)
-        v[INDEX["log_groups"]] = _log(tensors[1].shape[1] * tensors[1].shape[4])
-        v[INDEX["depthwise"]] = 1.0
+        if op == "DepthwiseConv2dNCHWc":  # groups = channels (the conv: groups 1)
+            v[INDEX["log_groups"]] = _log(tensors[1].shape[1] * tensors[1].shape[4])
+            v[INDEX["depthwise"]] = 1.0
     elif op in ("MaxPool2d", "AvgPool2d"):
         pool, strides, padding, dilation = attrs[:4]
         v[INDEX["kh"]], v[INDEX["kw"]] = pool
