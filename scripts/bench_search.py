@@ -40,7 +40,7 @@ from dataclasses import asdict
 from tqdm import tqdm
 
 from tvm_eqsat import models, provenance
-from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, prices_layouts
+from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, priced_layouts
 from tvm_eqsat.egraph import TensorEGraph
 from tvm_eqsat.extract import choice_cost, extract, snapshot_node_cost
 from tvm_eqsat.family_defaults import default_families
@@ -551,7 +551,7 @@ def main(argv=None) -> None:
     cost = make_cost_model(args.cost_model, "llvm", "tuned", cpu_vector_bits(args.mcpu), args.mcpu)
     library = load_library()
     if args.rules == ["default"]:
-        library = library.select(default_families("llvm", "tuned", prices_layouts(cost)))
+        library = library.select(default_families("llvm", "tuned", priced_layouts(cost)))
     elif args.rules != ["all"]:
         library = library.select(args.rules)
     # the defaults keep the earlier runs' cache keys, and their pass check: the pass as users run it

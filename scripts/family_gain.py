@@ -25,7 +25,7 @@ import numpy as np
 import tvm
 
 from tvm_eqsat import optimize, provenance, timing, tune
-from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, prices_layouts
+from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, priced_layouts
 from tvm_eqsat.family_defaults import default_families
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
@@ -73,7 +73,7 @@ def main() -> None:
     model = (SMALL if args.small else MODELS)[args.model]()
     # the flow's default rule set on llvm (as the pass picks it with --cost-model), less the family
     cost = make_cost_model(args.cost_model, "llvm", args.flow, cpu_vector_bits(mcpu), mcpu)
-    base = [f for f in default_families("llvm", args.flow, prices_layouts(cost)) if f != args.family]
+    base = [f for f in default_families("llvm", args.flow, priced_layouts(cost)) if f != args.family]
     row: dict = {
         "model": model.name,
         "flow": args.flow,

@@ -357,6 +357,22 @@ def test_a_learned_model_without_channels_last_kernels_does_not_price_layouts():
     assert cost.prices_layouts(cost.make_cost_model("xgb", "llvm", "tuned"))
 
 
+def test_blocked_convs_are_priced_where_measured_or_calibrated():
+    """The nchwc family needs a model that tells a blocked conv from the NCHW one: a CPU
+    whose calibration holds ``nchwc_conv`` (the Xeon's, Zen 3's), or a learned model that
+    measured ``Conv2dNCHWc`` kernels; the generic roofline and Zen 5's price it alike."""
+
+    def roofline(mcpu, bits):
+        return cost.make_cost_model("roofline", "llvm", "tuned", bits, mcpu)
+
+    assert cost.priced_layouts(roofline("emeraldrapids", 512)) == {"NHWC", "NCHW16c"}
+    assert cost.priced_layouts(roofline("znver3", 256)) == {"NCHW16c"}
+    assert cost.priced_layouts(roofline("znver5", 512)) == set()
+    assert cost.priced_layouts(cost.make_cost_model("roofline", "llvm")) == set()
+    blocked = cost.LearnedCostModel(KernelModel(None, {}, {'{"op": "Conv2dNCHWc"}': 5.0}), "llvm")
+    assert cost.priced_layouts(blocked) == {"NCHW16c"}
+
+
 def test_trained_model_ranks_kernels_and_round_trips(trained_dir):
     model = KernelModel.load(trained_dir)
     small, big = _matmul(16, 16, 16), _matmul(256, 256, 256)

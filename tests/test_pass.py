@@ -315,7 +315,7 @@ def test_opt_in_families_run_only_when_named():
     applied = report.functions["main"].rules_applied
     assert applied.get("conv2d-1x1-nchw-matmul", 0) == 1 and applied.get("conv2d-winograd-f2-cl", 0) == 1, applied
     assert "winograd" in default_families("llvm", "default") and "winograd" not in default_families("llvm", "tuned")
-    assert "nhwc" not in default_families("llvm", "default", prices_layouts=False)
+    assert "nhwc" not in default_families("llvm", "default", priced_layouts=())
 
 
 def test_winograd_families_run_by_default_where_they_were_timed():

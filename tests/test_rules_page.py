@@ -29,8 +29,9 @@ def test_a_comment_belongs_to_the_rules_below_it_not_to_the_file_header():
 
 
 # how the README's family table says when a family runs by default, as the set of
-# (target kind, build flow, cost model prices layouts) where it runs
-_COMBOS = [(k, f, p) for k in ("llvm", "cuda") for f in ("tuned", "default") for p in (True, False)]
+# (target kind, build flow, the layouts the cost model prices apart from NCHW) where it runs
+_PRICED = (frozenset(), frozenset({"NHWC"}), frozenset({"NCHW16c"}), frozenset({"NHWC", "NCHW16c"}))
+_COMBOS = [(k, f, p) for k in ("llvm", "cuda") for f in ("tuned", "default") for p in _PRICED]
 _WHEN = {
     "on": set(_COMBOS),
     "opt-in": set(),
@@ -38,7 +39,10 @@ _WHEN = {
     "both llvm flows": {c for c in _COMBOS if c[0] == "llvm"},
     "llvm tuned flow": {c for c in _COMBOS if c[:2] == ("llvm", "tuned")},
     "on, except CUDA's default flow": {c for c in _COMBOS if c[:2] != ("cuda", "default")},
-    "where the cost model has learned layouts": {c for c in _COMBOS if c[2]},
+    "where the cost model has learned layouts": {c for c in _COMBOS if "NHWC" in c[2]},
+    "llvm tuned flow, where the cost model prices blocked convs": {
+        c for c in _COMBOS if c[:2] == ("llvm", "tuned") and "NCHW16c" in c[2]
+    },
 }
 
 

@@ -608,15 +608,31 @@ class LearnedCostModel:
         return EPSILON_US + self._memo[key]
 
 
-def prices_layouts(cost_model) -> bool:
-    """Whether ``cost_model`` can tell an NHWC conv from the NCHW one: a learned model whose
-    measurements include channels-last convs, or a tuned roofline whose CPU's calibration holds
-    NHWC ratios (``Machine.nhwc_*``; without them the roofline prices both alike)."""
+# the layouts besides NCHW whose convs a cost model can price apart from the NCHW conv
+PRICEABLE_LAYOUTS = ("NHWC", "NCHW16c")
+
+
+def priced_layouts(cost_model) -> frozenset[str]:
+    """Which of ``PRICEABLE_LAYOUTS`` ``cost_model`` can tell from NCHW: a learned model the
+    layouts of whose convs it has measured (channels-last convs; ``Conv2dNCHWc``), or a tuned
+    roofline whose CPU's calibration holds that layout's ratios (``Machine.nhwc_*``;
+    ``Machine.nchwc_conv``); without them the roofline prices every layout's conv alike."""
     kernels = getattr(cost_model, "kernels", None)
     if kernels is not None:
-        return any('"NHWC"' in key for key in getattr(kernels, "measured", {}))
-    machines = getattr(cost_model, "_machines", None) or {}
-    return any(getattr(m, f"nhwc_{kind}") != 1.0 for m in machines.values() for kind in LAYOUT_CLASSES)
+        keys = getattr(kernels, "measured", {})
+        found = {"NHWC": any('"NHWC"' in k for k in keys), "NCHW16c": any('"Conv2dNCHWc"' in k for k in keys)}
+    else:
+        machines = (getattr(cost_model, "_machines", None) or {}).values()
+        found = {
+            "NHWC": any(getattr(m, f"nhwc_{kind}") != 1.0 for m in machines for kind in LAYOUT_CLASSES),
+            "NCHW16c": any(m.nchwc_conv != 1.0 for m in machines),
+        }
+    return frozenset(layout for layout, yes in found.items() if yes)
+
+
+def prices_layouts(cost_model) -> bool:
+    """Whether ``cost_model`` can tell an NHWC conv from the NCHW one (``priced_layouts``)."""
+    return "NHWC" in priced_layouts(cost_model)
 
 
 COST_MODELS = ("auto", "xgb", "roofline")

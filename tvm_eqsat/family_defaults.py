@@ -4,20 +4,43 @@ was timed to pay and a cost model keeps it out where it loses (see docs/rules.md
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
+from .cost import PRICEABLE_LAYOUTS
 from .rules import load_library
 
-# families whose choices only a cost model that has learned layouts can make (``cost.
-# prices_layouts``): without one they run only when named in ``rules``.  Under the roofline
-# (which prices an NHWC conv like the NCHW one) small mobilenet-v2, tuned flow, spent 27 s in
-# extraction and chose the same graph; with the default-flow model they lifted the small conv
-# models from 0.950x to 0.994x of the best stock build (resnet50 0.80x -> 1.01x) and stayed out
-# of mobilenet-v2, where stock's whole-model NHWC loses (benchmarks/results/llvm-default-small[-nhwc].md).
-# A tuned roofline prices layouts where its CPU's calibration holds NHWC ratios (cost.py, Layouts):
-# on the Xeon, full-size MobileNet-v2 and ResNet-50 with the family ran 1.173x and 1.188x over
-# stock+tvm, the best stock variant (llvm-emeraldrapids-tuned-t32-layout.md); against the pass
-# without it, SqueezeNet 1.004x and VGG-19 1.007x, no timed model slower (family-nhwc-llvm-
-# emeraldrapids-tuned-t32.json)
-NEEDS_LAYOUT_COSTS = ("nhwc",)
+# families whose choices only a cost model that prices their layout apart from NCHW can make
+# (``cost.priced_layouts``): without one they run only when named in ``rules``.  nhwc: under the
+# roofline (which prices an NHWC conv like the NCHW one) small mobilenet-v2, tuned flow, spent 27 s
+# in extraction and chose the same graph; with the default-flow model they lifted the small
+# conv models from 0.950x to 0.994x of the best stock build (resnet50 0.80x -> 1.01x) and stayed
+# out of mobilenet-v2, where stock's whole-model NHWC loses
+# (benchmarks/results/llvm-default-small[-nhwc].md).  A tuned roofline prices layouts where its
+# CPU's calibration holds NHWC ratios (cost.py, Layouts): on the Xeon, full-size MobileNet-v2 and
+# ResNet-50 with the family ran 1.173x and 1.188x over stock+tvm, the best stock variant
+# (llvm-emeraldrapids-tuned-t32-layout.md); against the pass without it, SqueezeNet 1.004x and
+# VGG-19 1.007x, no timed model slower (family-nhwc-llvm-emeraldrapids-tuned-t32.json).  nchwc
+# (channel-blocked convs, TOPI's conv2d_NCHWc): the blocked conv ran 1.25-1.65x as fast as the
+# better of NCHW and NHWC on six of ResNet-50's seven stride-1 bottleneck convs alone and 0.97x
+# on the seventh (Xeon, 64 trials, two seeds a form: layers-nchwc-llvm-emeraldrapids-t64.md);
+# the roofline prices it with one figure for all convs (Machine.nchwc_conv).  With it full-size
+# ResNet-50 and ResNeXt-50 ran 1.520x and 1.531x over stock+tvm, their best stock variant (64
+# trials, llvm-emeraldrapids-tuned-t64-nchwc.md; the defaults alone 1.052x and 1.044x).  On Zen 3
+# (layers 0.57-0.93x of NCHW, layers-nchwc-llvm-znver3-t32.md; 32 trials, cold) ResNet-50 ran
+# 1.949x and VGG-19 1.970x over stock+tvm, the roofline keeping VGG-19's Winograd convs in NHWC
+# (llvm-znver3-cold-tuned-t32-nchwc.md); but SqueezeNet ran 0.861x of the pass without it
+# (family-nchwc-llvm-znver3-cold-tuned-t32.json): its convs 1.37x faster blocked, its layout
+# copies around the fire modules' concats 3.3x dearer than the roofline's traffic price let it
+# see.  With the copies priced as gathers (cost.is_gather), concats kept blocked and depthwise
+# convs blocked too, SqueezeNet ran 1.032x (within the noise) and MobileNet-v2 1.207x of the pass
+# without it, 1.272x with Zen 3's nchwc_depthwise (same file, rows 2-4;
+# layers-nchwc-dw-llvm-znver3-t32.md).  It stays in OPT_IN until Inception-v3 (45 of 48 convs
+# blocked, 54 copies; its tuning on Zen 3 half done on 2026-12-06) and NASNet-A (all 216 blocked, 18
+# copies) are timed with it; out of it, it runs where the cost model prices blocked convs: a CPU
+# whose calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs priced as it, Zen 3), or a
+# learned model that measured Conv2dNCHWc kernels; elsewhere the roofline prices both forms alike
+# and the family would only grow the e-graph.
+NEEDS_LAYOUT_COSTS = {"nhwc": "NHWC", "nchwc": "NCHW16c"}
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
 # (Winograd with channels-last tiles) pays on single layers in the tuned flow, where
@@ -34,22 +57,7 @@ NEEDS_LAYOUT_COSTS = ("nhwc",)
 # conv_matmul in the tuned flow (Zen 5, 32 trials, cold), every 1x1 conv as a matmul: 0.914-1.124x
 # of the pass without it on six models, 0.994x in geometric mean; the matmul form faster for 15 of
 # 49 convs, no shape pattern above the tuning lottery (benchmarks/results/conv-matmul-llvm-znver5-
-# cold-t32.md).  nchwc (channel-blocked convs, TOPI's conv2d_NCHWc) ran 1.25-1.65x as fast as
-# the better of NCHW and NHWC on six of ResNet-50's seven stride-1 bottleneck convs alone and
-# 0.97x on the seventh (Xeon, 64 trials, two seeds a form: layers-nchwc-llvm-emeraldrapids-
-# t64.md); the roofline prices it with one figure for all convs (Machine.nchwc_conv).  With it
-# full-size ResNet-50 and ResNeXt-50 ran 1.520x and 1.531x over stock+tvm, their best stock
-# variant (64 trials, llvm-emeraldrapids-tuned-t64-nchwc.md; the defaults alone 1.052x and
-# 1.044x).  On Zen 3 (layers 0.57-0.93x of NCHW, layers-nchwc-llvm-znver3-t32.md; 32 trials,
-# cold) ResNet-50 ran 1.949x and VGG-19 1.970x over stock+tvm, the roofline keeping VGG-19's
-# Winograd convs in NHWC (llvm-znver3-cold-tuned-t32-nchwc.md); but SqueezeNet ran 0.861x of
-# the pass without it (family-nchwc-llvm-znver3-cold-tuned-t32.json): its convs 1.37x faster
-# blocked, its layout copies around the fire modules' concats 3.3x dearer than the roofline's
-# traffic price let it see.  With the copies priced as gathers (cost.is_gather), concats kept
-# blocked and depthwise convs blocked too, SqueezeNet ran 1.032x (within the noise) and
-# MobileNet-v2 1.207x of the pass without it, 1.272x with Zen 3's nchwc_depthwise (same file,
-# rows 2-4; layers-nchwc-dw-llvm-znver3-t32.md).  It goes on by default
-# once Inception-v3 and NASNet-A, which it rewrites too, are measured not to lose.
+# cold-t32.md).  nchwc: see NEEDS_LAYOUT_COSTS above.
 OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "nchwc")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
@@ -142,18 +150,20 @@ FLOW_ONLY = {
 NOT_FOR = {"bn_fold_grouped": (("cuda", "default"),)}
 
 
-def off_by_default(target_kind: str, flow: str, prices_layouts: bool) -> set[str]:
-    """The families the policy tables above keep out of the default rule set here."""
+def off_by_default(target_kind: str, flow: str, priced_layouts: Collection[str]) -> set[str]:
+    """The families the policy tables above keep out of the default rule set here, where
+    the cost model prices ``priced_layouts`` (``cost.priced_layouts``) apart from NCHW."""
     skip = set(OPT_IN) | {f for f, where in FLOW_ONLY.items() if (target_kind, flow) not in where}
     skip |= {f for f, where in NOT_FOR.items() if (target_kind, flow) in where}
-    if not prices_layouts:
-        skip |= set(NEEDS_LAYOUT_COSTS)
+    skip |= {f for f, layout in NEEDS_LAYOUT_COSTS.items() if layout not in priced_layouts}
     return skip
 
 
-def default_families(target_kind: str = "llvm", flow: str = "tuned", prices_layouts: bool = True) -> list[str]:
-    """The rule families the pass runs by default for a target kind and build flow (with a
-    cost model that prices layouts, or without one): what a script that adds or removes
-    one family starts from."""
-    skip = off_by_default(target_kind, flow, prices_layouts)
+def default_families(
+    target_kind: str = "llvm", flow: str = "tuned", priced_layouts: Collection[str] = PRICEABLE_LAYOUTS
+) -> list[str]:
+    """The rule families the pass runs by default for a target kind and build flow, with a
+    cost model that prices ``priced_layouts`` apart from NCHW (by default all it can): what
+    a script that adds or removes one family starts from."""
+    skip = off_by_default(target_kind, flow, priced_layouts)
     return [f for f in load_library().families if f not in skip]

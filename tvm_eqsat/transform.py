@@ -130,7 +130,8 @@ def _library(opts: Options, cost=None, target_kind: str = "llvm") -> RuleLibrary
     library = load_library()
     if opts.rules is not None:
         return library.select(opts.rules)
-    skip = off_by_default(target_kind, opts.flow, cost is None or cost_mod.prices_layouts(cost))
+    layouts = cost_mod.PRICEABLE_LAYOUTS if cost is None else cost_mod.priced_layouts(cost)
+    skip = off_by_default(target_kind, opts.flow, layouts)
     return library.select([f for f in library.families if f not in skip])
 
 
