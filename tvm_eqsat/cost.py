@@ -613,10 +613,10 @@ PRICEABLE_LAYOUTS = ("NHWC", "NCHW16c")
 
 
 def priced_layouts(cost_model) -> frozenset[str]:
-    """Which of ``PRICEABLE_LAYOUTS`` ``cost_model`` can tell from NCHW: a learned model the
-    layouts of whose convs it has measured (channels-last convs; ``Conv2dNCHWc``), or a tuned
-    roofline whose CPU's calibration holds that layout's ratios (``Machine.nhwc_*``;
-    ``Machine.nchwc_conv``); without them the roofline prices every layout's conv alike."""
+    """Which of ``PRICEABLE_LAYOUTS`` ``cost_model`` can tell from NCHW: those a learned model
+    has measured convs in (channels-last convs; ``Conv2dNCHWc`` kernels), or those a tuned
+    roofline's CPU calibration holds ratios for (``Machine.nhwc_*``; ``Machine.nchwc_conv``);
+    without them the roofline prices every layout's conv alike."""
     kernels = getattr(cost_model, "kernels", None)
     if kernels is not None:
         keys = getattr(kernels, "measured", {})
