@@ -40,9 +40,6 @@ _WHEN = {
     "llvm tuned flow": {c for c in _COMBOS if c[:2] == ("llvm", "tuned")},
     "on, except CUDA's default flow": {c for c in _COMBOS if c[:2] != ("cuda", "default")},
     "where the cost model has learned layouts": {c for c in _COMBOS if "NHWC" in c[2]},
-    "llvm tuned flow, where the cost model prices blocked convs": {
-        c for c in _COMBOS if c[:2] == ("llvm", "tuned") and "NCHW16c" in c[2]
-    },
 }
 
 

@@ -209,31 +209,27 @@ def _conv_nchw_form(w: Workload) -> tuple[str, tuple] | None:
     OIHW, attributes, dtype, the epilogue's ops): equal for one convolution in every layout
     (NCHW, NHWC, and channel-blocked ``NCHW<b>c``, nchwc.egg's ``Conv2dNCHWc`` and
     ``DepthwiseConv2dNCHWc``)."""
-    if w.op == "Conv2dNCHWc" and len(w.inputs) == 2:
+    if w.op in ("Conv2dNCHWc", "DepthwiseConv2dNCHWc") and len(w.inputs) == 2:
         strides, padding, dilation, out_dtype = w.attrs
-        x, k = w.inputs[0].shape, w.inputs[1].shape  # (N, C/b, H, W, b), (O/b, C/b, kh, kw, b, b)
-        x, k = (x[0], x[1] * x[4], x[2], x[3]), (k[0] * k[5], k[1] * k[4], k[2], k[3])
-        epilogue = tuple(e.op for e in w.epilogue)
-        identity = (x, k, strides, padding, dilation, 1, out_dtype, w.inputs[0].dtype, epilogue)
-        return f"NCHW{w.inputs[0].shape[4]}c", identity
-    if w.op == "DepthwiseConv2dNCHWc" and len(w.inputs) == 2:
-        strides, padding, dilation, out_dtype = w.attrs
-        x, k = w.inputs[0].shape, w.inputs[1].shape  # (N, C/b, H, W, b), (1, C/b, kh, kw, b)
-        c = x[1] * x[4]
-        epilogue = tuple(e.op for e in w.epilogue)
-        identity = ((x[0], c, x[2], x[3]), (c, 1, k[2], k[3]), strides, padding, dilation, c, out_dtype,
-                    w.inputs[0].dtype, epilogue)  # fmt: skip
-        return f"NCHW{x[4]}c", identity
-    if w.op != "Conv2d" or len(w.inputs) < 2:
-        return None
-    strides, padding, dilation, groups, data_layout, kernel_layout, _out_layout, out_dtype = w.attrs
-    x, k = w.inputs[0].shape, w.inputs[1].shape
-    if (data_layout, kernel_layout) == ("NHWC", "OHWI"):
-        x, k = (x[0], x[3], x[1], x[2]), (k[0], k[3], k[1], k[2])
-    elif (data_layout, kernel_layout) != ("NCHW", "OIHW"):
+        # (N, C/b, H, W, b); the weight (O/b, C/b, kh, kw, b, b), or depthwise (1, C/b, kh, kw, b)
+        x, k = w.inputs[0].shape, w.inputs[1].shape
+        layout, c = f"NCHW{x[4]}c", x[1] * x[4]
+        if w.op == "Conv2dNCHWc":
+            groups, k = 1, (k[0] * k[5], k[1] * k[4], k[2], k[3])
+        else:  # one filter per channel
+            groups, k = c, (c, 1, k[2], k[3])
+        x = (x[0], c, x[2], x[3])
+    elif w.op == "Conv2d" and len(w.inputs) >= 2:
+        strides, padding, dilation, groups, layout, kernel_layout, _out_layout, out_dtype = w.attrs
+        x, k = w.inputs[0].shape, w.inputs[1].shape
+        if (layout, kernel_layout) == ("NHWC", "OHWI"):
+            x, k = (x[0], x[3], x[1], x[2]), (k[0], k[3], k[1], k[2])
+        elif (layout, kernel_layout) != ("NCHW", "OIHW"):
+            return None
+    else:
         return None
     epilogue = tuple(e.op for e in w.epilogue)
-    return data_layout, (x, k, strides, padding, dilation, groups, out_dtype, w.inputs[0].dtype, epilogue)
+    return layout, (x, k, strides, padding, dilation, groups, out_dtype, w.inputs[0].dtype, epilogue)
 
 
 def layout_pairs(samples: Sequence[Sample], other: str = "NHWC") -> list[tuple[int, int]]:
