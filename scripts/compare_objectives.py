@@ -6,7 +6,11 @@ TLP and MetaSchedule's own models also train ranking objectives; XGBoost's ``ran
 (one query of every training kernel, relevance = the latency's quantile, pairs drawn
 uniformly) is tried here beside them.  A ranking score has no unit, so it cannot be summed
 into a graph's cost as the extractor needs; it would only be worth having if it ordered
-kernels and layout pairs better.  All held out by model, as in ``train_cost_model.py``.
+kernels and layout pairs better.  ``linear`` is a ridge regression of the same correction on
+three features per kind of kernel (``linear_correction``): unlike trees, it extrapolates
+past the training kernels' sizes.  All held out by model, as in ``train_cost_model.py``,
+over the roofline the model directory's metadata names as its ``baseline`` (the CPU's own
+calibration; none: generic x86-64).
 
     python scripts/compare_objectives.py                      # both llvm datasets
     python scripts/compare_objectives.py --models cost_models/llvm
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -23,7 +28,17 @@ from pathlib import Path
 import numpy as np
 
 from tvm_eqsat.features import NAMES
-from tvm_eqsat.xgb_model import PARAMS, ROUNDS, TUNED_MIN_TRIALS, layout_pairs, load_dataset, sample_features
+from tvm_eqsat.xgb_model import (
+    PARAMS,
+    ROUNDS,
+    TUNED_MIN_TRIALS,
+    _conv_nchw_form,
+    layout_pairs,
+    load_dataset,
+    roofline_baseline,
+    sample_features,
+    sample_items,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a test imports this file
 from train_cost_model import Fit, held_out_by_model, metrics, pair_orders, roofline_us  # noqa: E402
@@ -54,14 +69,58 @@ def ranking_scores(samples, rounds: int = ROUNDS) -> np.ndarray:
     return scores
 
 
-def compare(samples, target: str, flow: str, rounds: int = ROUNDS) -> list[dict]:
-    """One row per predictor: its held-out metrics and layout pairs ordered right."""
+RIDGE = 1.0  # the linear correction's penalty on its slopes (not its intercept)
+MIN_KIND = 4  # training kernels a kind needs for its own fit; fewer: it shares the all-kinds fit
+
+
+def _kind(sample) -> tuple:
+    """What the linear correction fits apart: the op, and a conv's layout (NCHW, NHWC, NCHW16c)."""
+    form = _conv_nchw_form(sample.workload)
+    return (sample.workload.op, form[0] if form else None)
+
+
+def _linear_features(sample, roofline: float) -> list[float]:
+    """An intercept, the log of the roofline's estimate, the log of the elements read."""
+    read = sum(float(np.prod(t.shape)) for t in sample.workload.inputs)
+    return [1.0, float(np.log(max(roofline, 1e-9))), float(np.log(max(read, 1.0)))]
+
+
+def linear_correction(samples, roofline: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
+    """Held out by model: each kernel's roofline estimate times exp of a ridge regression of
+    log(measured / roofline) on ``_linear_features``, fitted on the other models' kernels of
+    its ``_kind`` (all their kernels where the kind has fewer than ``MIN_KIND``)."""
     y = np.array([s.median_us for s in samples])
+    x = np.array([_linear_features(s, r) for s, r in zip(samples, roofline)])
+    residual = np.log(y) - np.log(np.maximum(roofline, 1e-9))
+    groups = np.array([s.model for s in samples])
+    index: dict[tuple, int] = {}
+    kinds = np.array([index.setdefault(_kind(s), len(index)) for s in samples])
+    penalty = ridge * np.diag([0.0] + [1.0] * (x.shape[1] - 1))
+    pred = np.zeros(len(samples))
+    for model in sorted(set(groups)):
+        test = groups == model
+        for kind in set(kinds[test]):
+            train = ~test & (kinds == kind)
+            if train.sum() < MIN_KIND:
+                train = ~test
+            w = np.linalg.solve(x[train].T @ x[train] + penalty, x[train].T @ residual[train])
+            mine = test & (kinds == kind)
+            pred[mine] = roofline[mine] * np.exp(x[mine] @ w)
+    return pred
+
+
+def compare(samples, target: str, flow: str, rounds: int = ROUNDS, baseline: dict | None = None) -> list[dict]:
+    """One row per predictor: its held-out metrics and layout pairs ordered right.
+    ``baseline``: the roofline the residuals correct (``xgb_model.baseline_spec``; None:
+    the generic one of ``target`` and ``flow``)."""
+    y = np.array([s.median_us for s in samples])
+    roofline = roofline_baseline(sample_items(samples), baseline) if baseline else roofline_us(samples, target, flow)
     predictions = {}
     for objective in ("latency", "residual"):
-        predictions[objective] = held_out_by_model(samples, Fit(rounds, objective))[1]
+        predictions[objective] = held_out_by_model(samples, Fit(rounds, objective, baseline=baseline))[1]
+    predictions["linear"] = linear_correction(samples, roofline)
     predictions["rank"] = ranking_scores(samples, rounds)
-    predictions["roofline (untrained)"] = roofline_us(samples, target, flow)
+    predictions["roofline (untrained)"] = roofline
     pairs = layout_pairs(samples)
     rows = []
     for name, pred in predictions.items():
@@ -93,7 +152,8 @@ def main() -> None:
         f"Produced by `python scripts/compare_objectives.py {' '.join(shlex.quote(a) for a in sys.argv[1:])}` "
         f"on {datetime.date.today().isoformat()}. `latency` and `residual` are `train_cost_model.py --objective`; "
         "`rank` is XGBoost's `rank:pairwise` (its score is no latency: it cannot be summed into a graph's cost, "
-        "so its error columns are empty). Layout pairs: one conv in NCHW and NHWC, ordered right.",
+        "so its error columns are empty); `linear` is a ridge regression of the residual per kind of kernel "
+        "(`linear_correction`). Layout pairs: one conv in NCHW and NHWC, ordered right.",
         "",
     ]
     for directory in args.models:
@@ -101,9 +161,12 @@ def main() -> None:
         samples = load_dataset(dataset, min_trials=TUNED_MIN_TRIALS)
         flow = "default" if "default" in Path(directory).name else "tuned"
         target = Path(directory).name.split("-")[0]
-        rows = compare(samples, target, flow, args.rounds)
+        metadata = ROOT / directory / "metadata.json"
+        baseline = json.loads(metadata.read_text()).get("baseline") if metadata.is_file() else None
+        rows = compare(samples, target, flow, args.rounds, baseline)
         lines += [
-            f"## `{directory}` ({flow} flow, {len(samples)} kernels of {len({s.model for s in samples})} models)",
+            f"## `{directory}` ({flow} flow, {len(samples)} kernels of {len({s.model for s in samples})} models, "
+            f"over the roofline of {(baseline or {}).get('mcpu', 'generic')})",
             "",
             "| predictor | Spearman | pairwise acc. | median rel. err | within 20% | layout pairs right |",
             "|---|---|---|---|---|---|",
