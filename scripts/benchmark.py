@@ -117,7 +117,7 @@ from tvm import relax  # noqa: E402
 
 import tvm_eqsat  # noqa: E402
 from tvm_eqsat import console, models, provenance, timing, tune, tuning_db  # noqa: E402
-from tvm_eqsat.verify import output_diffs  # noqa: E402
+from tvm_eqsat.verify import WRONG_REL, output_diffs, wrong_outputs  # noqa: E402
 
 log = logging.getLogger("benchmark")
 
@@ -1223,6 +1223,11 @@ def run(args, argv: list[str]) -> int:
     alarmed = [k for k, v in failures.items() if "the pass raised alarms" in v]
     if alarmed:  # a soundness alarm, a failed validation or an internal error fails the run
         print(f"FAILED: the pass raised alarms on {', '.join(alarmed)}")
+        return 1
+    diffs = {f"{r['model']}/{r['variant']}": _f(r, "max_rel_diff") for r in rows}
+    wrong = wrong_outputs({k: v for k, v in diffs.items() if v is not None})
+    if wrong:  # a build that computes something else (TVM or its tuning miscompiled it) fails the run
+        print(f"FAILED: outputs differ from stock's by over {WRONG_REL:g} of their scale: {', '.join(wrong)}")
         return 1
     return 0
 

@@ -29,6 +29,7 @@ from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, priced_layouts
 from tvm_eqsat.family_defaults import default_families
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
+from tvm_eqsat.verify import WRONG_REL, wrong_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -109,6 +110,9 @@ def main() -> None:
     ref_label = "eqsat" if tuned else "stock"
     ref = outs[ref_label]
     row["max_rel_diff"] = {k: float(np.abs(v - ref).max() / max(np.abs(ref).max(), 1e-30)) for k, v in outs.items()}
+    wrong = wrong_outputs(row["max_rel_diff"])
+    if wrong:
+        row["wrong_outputs"] = wrong
     times = timing.time_interleaved(samplers, args.repeat)
     row["ms"] = {k: float(np.median(v)) for k, v in times.items()}
     row["p10_p90_ms"] = {k: [float(np.percentile(v, 10)), float(np.percentile(v, 90))] for k, v in times.items()}
@@ -125,6 +129,11 @@ def main() -> None:
     path = ROOT / "benchmarks" / "results" / f"{stem}.json"
     rows = json.loads(path.read_text()) if path.exists() else []
     path.write_text(json.dumps([*rows, row], indent=1) + "\n")
+    if wrong:  # the row stays, marked, so the failure is on record; its times mean nothing
+        raise SystemExit(
+            f"FAILED: the outputs of {', '.join(wrong)} differ from {ref_label}'s by over {WRONG_REL:g} of their "
+            f"scale ({', '.join(format(row['max_rel_diff'][k], '.2g') for k in wrong)}): a wrong build, not a speedup"
+        )
 
 
 def differing_kernels(times: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, float]]:

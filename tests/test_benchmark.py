@@ -227,6 +227,27 @@ def test_a_variant_added_later_retimes_the_whole_model(run, monkeypatch):
         bench.write_rows(path, before, append=False)
 
 
+def test_a_build_whose_outputs_differ_fails_the_run(run, monkeypatch, capsys):
+    """A variant whose outputs differ from stock's by more than rounding (a miscompiled tuned
+    build: 2e24 on Inception-v3) fails the run, naming it, though its row is written."""
+    bench, out, argv = run
+    path = out / "llvm-default-small.csv"
+    before = _rows(path)
+
+    def miscompiled(name, model, variants, *_args, **_kwargs):
+        return [{**r, "max_rel_diff": "2.0e+24" if r["variant"] == "eqsat" else r["max_rel_diff"]} for r in before]
+
+    monkeypatch.setattr(bench, "bench_model", miscompiled)
+    try:
+        assert bench.main([*argv, "--force"]) == 1
+        assert (
+            "FAILED: outputs differ from stock's by over 0.001 of their scale: nasrnn/eqsat" in capsys.readouterr().out
+        )
+        assert {r["variant"]: r["max_rel_diff"] for r in _rows(path)}["eqsat"] == "2.0e+24"
+    finally:
+        bench.write_rows(path, before, append=False)
+
+
 def test_tuned_flow_starts_from_the_committed_databases(tmp_path, monkeypatch, capsys):
     """The benchmark's own database and the A/A control's are seeded from
     benchmarks/tuning/<target>[-aa]; where they were tuned is said."""

@@ -763,6 +763,23 @@ def test_a_kernel_with_fewer_schedules_than_the_budget_says_so(tmp_path, caplog)
     assert f"measured {len(db)} of the 32 trials planned" in caplog.text
 
 
+def test_kernels_without_a_reduction_search_a_smaller_population():
+    """A copy or element-wise kernel has a handful of schedules: searched with
+    ``INJECTIVE_POPULATION``, where a matmul or a sum keeps the population asked for (and
+    a smaller one asked for stays)."""
+    from tvm import te, topi
+
+    def kernel(out, *ins):
+        return tvm.IRModule({"main": te.create_prim_func([*ins, out])})
+
+    a, b = te.placeholder((64, 64), name="a"), te.placeholder((64, 64), name="b")
+    copy = kernel(topi.nn.relu(topi.transpose(a, (1, 0))), a)
+    assert tune.search_population(copy, 512) == tune.INJECTIVE_POPULATION == 64
+    assert tune.search_population(copy, 16) == 16
+    assert tune.search_population(kernel(topi.nn.matmul(a, b), a, b), 512) == 512
+    assert tune.search_population(kernel(topi.sum(a, axis=1), a), 512) == 512
+
+
 def test_the_tuning_estimate_uses_the_pace_the_work_dir_last_measured(tmp_path, monkeypatch, capsys):
     """The estimate a run prints comes from the last run's seconds per trial in that work dir
     (full-size kernels timed cold took 2-3x the built-in guess), and each run records its own."""

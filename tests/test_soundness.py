@@ -530,3 +530,12 @@ def test_fuzz_cuda_costed_rewrites_agree():
     result = fuzz.run_cases(range(8, 16), modes=("pass",), shrink_s=60, batch=8, cost_target="cuda")
     assert result["stats"]["graphs"] == 8 and not result["findings"], result["findings"]
     assert result["stats"]["changed by the pass"] >= 3  # 5 on 2026-11-27: the check checks rewrites
+
+
+def test_outputs_off_by_more_than_rounding_or_nan_are_wrong():
+    """``verify.wrong_outputs``: Winograd F(4x4)'s rounding (2e-5) passes; a miscompiled
+    build (2e24), a 1% error and NaN do not."""
+    from tvm_eqsat.verify import wrong_outputs
+
+    got = wrong_outputs({"f4": 1.9e-5, "exact": 0.0, "miscompiled": 2e24, "off": 0.01, "nan": float("nan")})
+    assert got == ["miscompiled", "off", "nan"]

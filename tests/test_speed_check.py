@@ -15,15 +15,18 @@ TARGET = tvm.target.Target("llvm")
 
 
 def _matmuls(n: int):
-    """``n`` chained 192x192 matmuls: a module whose latency grows with ``n``."""
+    """``x @ w`` plus zero times ``n - 1`` more chained 192x192 matmuls: one result, a latency
+    that grows with ``n``."""
     x = tensor("x", (192, 192))
     w = tensor("w", (192, 192))
 
     def body(bb, x, w):
-        h = x
-        for _ in range(n):
+        out = h = bb.emit(R.matmul(x, w))
+        for _ in range(n - 1):
             h = bb.emit(R.matmul(h, w))
-        return h
+        if n > 1:
+            out = bb.emit(R.add(out, R.multiply(h, relax.const(0.0, "float32"))))
+        return out
 
     return module([x, w], body)
 
@@ -36,6 +39,17 @@ def test_faster_build_is_kept_and_slower_one_rejected():
     loss = speed_check.check(fast, slow, TARGET, "default", rounds=5, min_ms=1.0)
     assert loss.reason == "" and not loss.kept and loss.speedup < 0.34
     assert "rejected" in speed_check.describe(loss) and loss.to_dict()["speedup"] == loss.speedup
+
+
+def test_a_rewrite_whose_build_computes_other_outputs_is_rejected(caplog):
+    """As fast, but wrong (a miscompiled tuned build looks like this): rejected, and said so."""
+    x, w = tensor("x", (192, 192)), tensor("w", (192, 192))
+    wrong = module([x, w], lambda bb, x, w: R.nn.relu(R.matmul(x, w)))
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        result = speed_check.check(_matmuls(12), wrong, TARGET, "default", rounds=3, min_ms=1.0)
+    assert result.reason == "" and not result.kept and result.max_rel_diff > 0.1
+    assert "outputs differ" in speed_check.describe(result)
+    assert "computes other outputs than the original's" in caplog.text
 
 
 def test_check_that_cannot_run_keeps_the_rewrite_and_says_why(caplog):

@@ -34,9 +34,11 @@ from .rules import load_library
 # see.  With the copies priced as gathers (cost.is_gather), concats kept blocked and depthwise
 # convs blocked too, SqueezeNet ran 1.032x (within the noise) and MobileNet-v2 1.207x of the pass
 # without it, 1.272x with Zen 3's nchwc_depthwise (same file, rows 2-4;
-# layers-nchwc-dw-llvm-znver3-t32.md).  It stays in OPT_IN until Inception-v3 (45 of 48 convs
-# blocked, 54 copies; its tuning on Zen 3 half done on 2026-12-06) and NASNet-A (all 216 blocked, 18
-# copies) are timed with it; out of it, it runs where the cost model prices blocked convs: a CPU
+# layers-nchwc-dw-llvm-znver3-t32.md).  It stays in OPT_IN: Inception-v3's tuned build with it
+# (45 of 48 convs blocked, 54 copies) ran 1.28x faster and computed garbage, TVM 0.27 miscompiling
+# two of its fused layout copies in AVX2 code once MetaSchedule fuses and splits their loops
+# (benchmarks/repro/avx2-copy-miscompile; the rewrite is right untuned), and NASNet-A (all 216
+# blocked, 18 copies) is untimed; out of it, it runs where the cost model prices blocked convs: a CPU
 # whose calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs priced as it, Zen 3), or a
 # learned model that measured Conv2dNCHWc kernels; elsewhere the roofline prices both forms alike
 # and the family would only grow the e-graph.

@@ -7,7 +7,10 @@ costs for (``default``: the stock pipeline; ``tuned``: MetaSchedule into one dat
 so kernels they share are tuned once, and a later build with that database is cheap)
 and timed on this machine's device in interleaved rounds (``timing``).  The rewrite
 stays only if its median is at least ``SPEED_MARGIN`` faster: a gain smaller than
-the noise is not worth a changed module.
+the noise is not worth a changed module; and only if its build's outputs are the
+original build's (``verify.WRONG_REL``): the pass validates its rewrites untuned, and a
+tuned build can still be miscompiled (MetaSchedule's schedule of a layout copy of
+Inception-v3's, in AVX2 code, 2026-12-06).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import numpy as np
 import tvm
 
 from . import timing, tune
-from .verify import random_inputs
+from .verify import _flatten, output_diffs, random_inputs, wrong_outputs
 
 log = logging.getLogger("tvm_eqsat")
 
@@ -37,6 +40,7 @@ class SpeedCheck:
     kept: bool = True  # the rewrite survives (also when the check could not run)
     seconds: float = 0.0
     reason: str = ""  # why the check did not run, if it did not
+    max_rel_diff: float | None = None  # the builds' outputs apart, relative to their scale
 
     @property
     def speedup(self) -> float | None:
@@ -90,12 +94,23 @@ def check(
             raise RuntimeError(f"cannot make inputs for 'main' (symbolic or non-tensor parameters): {err}") from err
         dev = _device(target)
         tune_dir = tune_dir or default_tune_dir(target)
-        samplers = {}
+        samplers, outputs = {}, {}
         for name, mod in (("before", before), ("after", after)):
-            samplers[name] = timing.tvm_sampler(_build(mod, target, flow, tune_dir, trials), dev, inputs, min_ms)[2]
+            vm, args, samplers[name], _ = timing.tvm_sampler(
+                _build(mod, target, flow, tune_dir, trials), dev, inputs, min_ms
+            )
+            outputs[name] = _flatten(vm["main"](*args))
+        result.max_rel_diff = output_diffs(outputs["before"], outputs["after"])[1]
         times = timing.time_interleaved(samplers, rounds)
         result.before_ms, result.after_ms = (float(np.median(times[k])) for k in ("before", "after"))
-        result.kept = result.after_ms * (1.0 + margin) <= result.before_ms
+        wrong = bool(wrong_outputs({"after": result.max_rel_diff}))
+        result.kept = result.after_ms * (1.0 + margin) <= result.before_ms and not wrong
+        if wrong:
+            log.warning(
+                "speed check: the rewrite's build computes other outputs than the original's (%.2g of their "
+                "scale apart): rejected, module left unchanged",
+                result.max_rel_diff,
+            )
     except Exception as err:  # the check is advice: it must never break the user's build
         result.reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300] if str(err).strip() else ''}"
         log.warning("speed check did not run, rewrite kept: %s", result.reason)
@@ -108,5 +123,12 @@ def describe(result: SpeedCheck | dict) -> str:
     c = result.to_dict() if isinstance(result, SpeedCheck) else result
     if c["reason"]:
         return f"speed check did not run ({c['reason']})"
-    verdict = "kept" if c["kept"] else "rejected, module left unchanged"
+    wrong = c.get("max_rel_diff") is not None and wrong_outputs({"after": c["max_rel_diff"]})
+    verdict = (
+        "kept"
+        if c["kept"]
+        else f"rejected, outputs differ ({c['max_rel_diff']:.2g}), module left unchanged"
+        if wrong
+        else "rejected, module left unchanged"
+    )
     return f"speed check: {c['before_ms']:.4g} ms -> {c['after_ms']:.4g} ms ({c['speedup']:.3f}x), {verdict}"

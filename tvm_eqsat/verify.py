@@ -49,6 +49,19 @@ def run(mod: tvm.IRModule, inputs: list[np.ndarray], func: str = "main", target=
     return _flatten(vm[func](*args))
 
 
+# A build whose outputs differ from the reference's by more than this share of their scale is
+# wrong, not rounded: the 1,035 outputs the results files recorded up to 2026-12-06 (Winograd
+# F(4x4) among them) differed by 1.9e-5 at most, while a tuned build that MetaSchedule's
+# schedule of an NCHW16c layout copy miscompiled differed by 2e24 (Inception-v3, AVX2 code)
+WRONG_REL = 1e-3
+
+
+def wrong_outputs(max_rel: dict[str, float]) -> list[str]:
+    """The builds of ``max_rel`` (name -> ``output_diffs``' relative difference) whose outputs
+    are wrong (over ``WRONG_REL``, or NaN): a benchmark must not time them as if they were right."""
+    return [name for name, rel in max_rel.items() if not rel <= WRONG_REL]
+
+
 def output_diffs(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float]:
     """(max abs diff, max relative diff): each output's error relative to its largest magnitude
     (random weights can make activations huge; element-wise relative error is meaningless).

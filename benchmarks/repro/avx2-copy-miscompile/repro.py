@@ -1,0 +1,52 @@
+"""A kernel TVM 0.27 miscompiles in AVX2 code once MetaSchedule has fused and split its loops.
+
+``kernel.tvmscript`` is one of Inception-v3's NCHW16c layout copies (Zen 3, the ``nchwc`` family,
+2026-12-06): four NCHW16c branches and Winograd F(2, 7) tiles turned back to NCHW, biased,
+relu'd, concatenated on channels and blocked again, as FuseOps fused them.  Every one of
+the three schedules MetaSchedule measured for it (all its loops' bodies inlined, the loops
+fused and split by 64, parallel and vectorized) computes garbage in AVX2 code; built for
+generic x86-64, or unscheduled, it is right.  The last two steps are not needed: the inlined
+kernel, fused and split, already differs.
+
+    python benchmarks/repro/avx2-copy-miscompile/repro.py     # on a CPU with AVX2
+"""
+
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm.s_tir import Schedule
+from tvm.s_tir import meta_schedule as ms
+
+kernel = tvm.script.from_source((Path(__file__).parent / "kernel.tvmscript").read_text())
+rng = np.random.default_rng(0)
+inputs = [
+    rng.standard_normal([int(d) for d in a.shape]).astype("float32")
+    for a in ms.arg_info.ArgInfo.from_prim_func(kernel["main"])
+]
+
+
+def run(mod, target) -> np.ndarray:
+    buffers = [tvm.runtime.tensor(x.copy(), tvm.cpu()) for x in inputs]
+    tvm.compile(mod, target=target)(*buffers)
+    return buffers[-1].numpy()
+
+
+def fused_and_split(mod):
+    sch = Schedule(mod)
+    root = sch.get_sblock("root")
+    for block in list(sch.get_child_blocks(root))[:-1][::-1]:
+        sch.compute_inline(block)
+    (block,) = sch.get_child_blocks(root)
+    sch.split(sch.fuse(*sch.get_loops(block)), factors=[None, 64])
+    return sch.mod
+
+
+reference = run(kernel, tvm.target.Target("llvm"))
+for mcpu in ("generic", "x86-64-v3", "znver3"):
+    target = tvm.target.Target("llvm") if mcpu == "generic" else tvm.target.Target({"kind": "llvm", "mcpu": mcpu})
+    for label, mod in (("unscheduled", kernel), ("inlined, fused, split", fused_and_split(kernel))):
+        out = run(mod, target)
+        print(
+            f"{mcpu:10s} {label:22s} max relative difference {np.abs(out - reference).max() / np.abs(reference).max():.3g}"
+        )
