@@ -31,7 +31,7 @@ from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, priced_layouts
 from tvm_eqsat.family_defaults import default_families
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.verify import WRONG_REL, wrong_outputs
+from tvm_eqsat.verify import WRONG_REL, _flatten, output_diffs, wrong_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def main() -> None:
     # every build's outputs against stock's; in the tuned flow stock is built untuned for this
     # alone: MetaSchedule's schedules can miscompile either pass output (Inception-v3, nchwc)
     truth = outs["stock"] if not tuned else _outputs(tune.build(model.mod, target, None), dev, model.inputs)
-    row["max_rel_diff"] = {k: float(np.abs(v - truth).max() / max(np.abs(truth).max(), 1e-30)) for k, v in outs.items()}
+    row["max_rel_diff"] = {k: output_diffs(truth, v)[1] for k, v in outs.items()}
     wrong = wrong_outputs(row["max_rel_diff"])
     if wrong:
         row["wrong_outputs"] = wrong
@@ -139,10 +139,9 @@ def main() -> None:
         )
 
 
-def _outputs(ex, dev, inputs) -> np.ndarray:
-    """The first output of ``main`` of the executable ``ex`` on ``inputs``."""
-    out = relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(x, dev) for x in inputs])
-    return (out if hasattr(out, "numpy") else out[0]).numpy()
+def _outputs(ex, dev, inputs) -> list[np.ndarray]:
+    """The outputs of ``main`` of the executable ``ex`` on ``inputs``."""
+    return _flatten(relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(x, dev) for x in inputs]))
 
 
 def differing_kernels(times: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, float]]:
