@@ -630,11 +630,6 @@ def priced_layouts(cost_model) -> frozenset[str]:
     return frozenset(layout for layout, yes in found.items() if yes)
 
 
-def prices_layouts(cost_model) -> bool:
-    """Whether ``cost_model`` can tell an NHWC conv from the NCHW one (``priced_layouts``)."""
-    return "NHWC" in priced_layouts(cost_model)
-
-
 COST_MODELS = ("auto", "xgb", "roofline")
 _warned: set[tuple[str, str]] = set()
 
