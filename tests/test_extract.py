@@ -9,7 +9,7 @@ import pytest
 
 from tvm_eqsat.egraph import ENode, Snapshot
 from tvm_eqsat.extract import EXTRACTORS, choice_cost, dag_local, extract, greedy_dag, greedy_tree
-from tvm_eqsat.ilp import StallWatch, ilp
+from tvm_eqsat.ilp import PRESOLVE_LIGHT, StallWatch, ilp
 
 
 def snap_of(classes):
@@ -139,7 +139,8 @@ def test_ilp_equals_brute_force_and_dag_greedy_is_never_better(seed):
     by_ilp = choice_cost(snap, extract(snap, roots, cost, "ilp"), roots, cost)
     by_dag = choice_cost(snap, extract(snap, roots, cost, "dag_greedy"), roots, cost)
     by_local = choice_cost(snap, extract(snap, roots, cost, "dag_local"), roots, cost)
-    assert by_ilp == pytest.approx(exact)
+    by_light = choice_cost(snap, ilp(snap, cost, roots, presolve=PRESOLVE_LIGHT), roots, cost)  # forms' ILP
+    assert by_ilp == pytest.approx(exact) and by_light == pytest.approx(exact)
     assert math.isfinite(by_dag) and by_dag >= exact - 1e-9  # acyclic, never below the optimum
     assert math.isfinite(by_local) and exact - 1e-9 <= by_local <= by_dag + 1e-9
 

@@ -13,7 +13,8 @@ import tvm
 
 from . import graph, te_ops
 from .egraph import TensorEGraph
-from .extract import choice_to_graph, extract, loaded_enode
+from .extract import choice_to_graph, loaded_enode
+from .ilp import PRESOLVE_LIGHT, ilp
 from .rules import load_library
 from .saturate import saturate
 from .transform import _with_blocks
@@ -47,7 +48,10 @@ def rewritten_form(mod: tvm.IRModule, rules, func: str = "main", avoid: Avoid | 
         return 10.0 if (node.op, node.attrs, node.children) in original else 0.1
 
     roots = [snap.root_of[nid] for _, nid in g.outputs]
-    new_graph = choice_to_graph(snap, extract(snap, roots, cost, "ilp", 60), g)
+    choice = ilp(snap, cost, roots, 60, presolve=PRESOLVE_LIGHT)  # light: see ilp.PRESOLVE_LIGHT
+    if any(r not in choice for r in roots):
+        raise graph.Unsupported("no finite-cost term for an output")
+    new_graph = choice_to_graph(snap, choice, g)
     new_func = _with_blocks(f, [graph.block_from_graph(new_graph)] + list(f.body.blocks[1:]))
     new_mod = mod.clone()
     new_mod[mod.get_global_var(func)] = new_func

@@ -135,6 +135,18 @@ def _ilp_nodes(g: ClassGraph, productive: set[int], shrink: bool) -> tuple[list[
 # 9.2 s pass, the same module (`bench_extract.py --from-pass`, docs/rules.md).
 STALL_S = 5.0
 
+# HiGHS's presolve modes: its default (0), and "light" (2), without probing.  The probing of
+# the default presolve is where a solve can spend its time before the stall rule can act (the
+# rule acts in the branch and bound): on the e-graph of three sibling stride-2 convs with every
+# family loaded (tests/test_soundness.py's merge test; 3,061 binaries, 8,273 rows) presolve
+# took 29.5 s, then the start was returned; light, 0.16 s, then the same start after 5 s.  On
+# the e-graphs the pass extracts from (seven full-size models, the Xeon's tuned flow,
+# 2026-12-07, bench_extract.py --from-pass, other work running) light found the graphs the
+# default had found (extract-pass-llvm-emeraldrapids-tuned.csv, none better than its start) and
+# stopped no sooner, so the pass keeps the default and ``forms.rewritten_form`` (the fuzzer's and the
+# tests' extraction) uses light.
+PRESOLVE_DEFAULT, PRESOLVE_LIGHT = 0, 2
+
 
 class StallWatch:
     """When to give up on a solve: ``stall_s`` seconds after the start or the last solution
@@ -176,7 +188,7 @@ def _stall_stop(h, start_cost: float, stall_s: float) -> StallWatch:
     return watch
 
 
-def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap, stall_s=math.inf):
+def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap, stall_s=math.inf, presolve=PRESOLVE_DEFAULT):
     """Solve the MILP with HiGHS, starting from ``x0`` when given: (x or None, outcome).
     With a start, the solve stops once ``stall_s`` seconds pass without a better solution."""
     import highspy
@@ -194,6 +206,7 @@ def _solve(cost, a, lo, hi, n_x, upper, time_limit_s, x0, rel_gap, stall_s=math.
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", max(time_limit_s, 0.01))
     h.setOptionValue("mip_rel_gap", rel_gap)
+    h.setOptionValue("presolve_mode", presolve)
     h.passModel(lp)
     watch = None
     if x0 is not None:
@@ -227,12 +240,14 @@ def ilp(
     info: dict | None = None,
     rel_gap: float = 1e-4,
     stall_s: float = STALL_S,
+    presolve: int = PRESOLVE_DEFAULT,
 ) -> dict[int, ENode]:
     """The DAG-cost optimum by mixed-integer programming (HiGHS).
 
     The solver stops once its answer is within ``rel_gap`` of its bound (HiGHS's
     default 1e-4: optimal for our purposes; 1e-2 is much faster on large e-graphs),
     or after ``stall_s`` seconds without a better solution than the best so far (see ``STALL_S``).
+    ``presolve`` is HiGHS's presolve mode (``PRESOLVE_DEFAULT`` or ``PRESOLVE_LIGHT``).
 
     The start (by default ``dag_local``'s answer) is the solver's first
     incumbent, and what comes back when the solver finds nothing better in time.
@@ -317,7 +332,7 @@ def ilp(
         a = coo_matrix((vals, (rows, cols)), shape=(r, n_x + n_t)).tocsr()
         x0 = _start_vector(start, roots, nodes, by_class, order, n_t, a, lo, hi)
         upper = np.concatenate([np.ones(n_x), np.full(n_t, big_m)])
-        x, outcome = _solve(cost, a, lo, hi, n_x, upper, deadline - t, x0, rel_gap, stall_s)
+        x, outcome = _solve(cost, a, lo, hi, n_x, upper, deadline - t, x0, rel_gap, stall_s, presolve)
         stats.update(outcome)
     stats["solve_s"] = round(time.perf_counter() - t, 3)
     log.debug("ILP: %s", stats)
