@@ -484,3 +484,24 @@ def test_importing_the_pass_loads_no_tuning_code_beyond_what_tvm_does():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "target, rules, warned",
+    [
+        ({"kind": "llvm", "mcpu": "znver3"}, ["nchwc", "conv"], True),
+        ({"kind": "llvm", "mattr": ["+avx2"]}, ["nchwc", "conv"], True),
+        ({"kind": "llvm", "mcpu": "znver3", "cl-opt": ["-vectorize-loops=false"]}, ["nchwc", "conv"], False),
+        ({"kind": "llvm"}, ["nchwc", "conv"], False),  # generic x86-64 code built them right
+        ({"kind": "llvm", "mcpu": "znver3"}, ["conv"], False),
+    ],
+)
+def test_nchwc_on_a_vector_cpu_warns_of_the_loop_vectorizer_miscompile(caplog, target, rules, warned):
+    """TVM 0.27's LLVM loop vectorizer miscompiles some of nchwc's fused layout copies in AVX2
+    code (Inception-v3's tuned build computed garbage): with the family on for an llvm target
+    with an mcpu or mattr, the pass says so and names the option that avoids it."""
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        optimize(_conv_chain_module(), target, rules=rules, cost_model="roofline")
+    said = [r.getMessage() for r in caplog.records if "loop vectorizer" in r.getMessage()]
+    assert bool(said) == warned
+    assert all("-vectorize-loops=false" in m for m in said)

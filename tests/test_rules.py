@@ -1049,6 +1049,21 @@ def concat_of_unblocks(seed, positive):
     return module([_nchwc_input(seed)], body), ["conv2d-nchwc", "concat-of-unblocks"]
 
 
+def block_concat_parts(seed, positive):
+    """A blocked conv concatenated with a part no rule blocks (a sigmoid of the input, 16 or
+    32 channels), then a relu: the sigmoid gets a copy into the block and the concat runs
+    blocked; negative: that part has 24 channels, which do not divide by the block."""
+
+    def body(bb, x):
+        other = bb.emit(R.sigmoid(x))
+        if not positive:
+            other = bb.emit(R.concat([other, bb.emit(R.strided_slice(other, [1], [0], [8]))], axis=1))
+        parts = [_blocked_conv(bb, x, seed), other][:: 1 if seed % 2 == 0 else -1]
+        return R.nn.relu(bb.emit(R.concat(parts, axis=1)))
+
+    return module([_nchwc_input(seed)], body), ["conv2d-nchwc", "concat-of-unblocks", "block-concat-parts"]
+
+
 def _mean_nchwc(keepdims, name):
     def build(seed, positive):
         """The spatial mean; negative: the mean over the channels."""
@@ -1149,6 +1164,7 @@ BUILDERS = {
     "mean-nchwc": _mean_nchwc(False, "mean-nchwc"),
     "mean-nchwc-keepdims": _mean_nchwc(True, "mean-nchwc-keepdims"),
     "concat-of-unblocks": concat_of_unblocks,
+    "block-concat-parts": block_concat_parts,
     "gelu-as-erf": gelu_as_erf,
     "erf-rational": erf_rational,
     "softmax-fast": softmax_fast,

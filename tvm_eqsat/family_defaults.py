@@ -35,13 +35,16 @@ from .rules import load_library
 # convs blocked too, SqueezeNet ran 1.032x (within the noise) and MobileNet-v2 1.207x of the pass
 # without it, 1.272x with Zen 3's nchwc_depthwise (same file, rows 2-4;
 # layers-nchwc-dw-llvm-znver3-t32.md).  It stays in OPT_IN: Inception-v3's tuned build with it
-# (45 of 48 convs blocked, 54 copies) ran 1.28x faster and computed garbage, TVM 0.27 miscompiling
-# two of its fused layout copies in AVX2 code once MetaSchedule fuses and splits their loops
-# (benchmarks/repro/avx2-copy-miscompile; the rewrite is right untuned), and NASNet-A (all 216
-# blocked, 18 copies) is untimed; out of it, it runs where the cost model prices blocked convs: a CPU
-# whose calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs priced as it, Zen 3), or a
-# learned model that measured Conv2dNCHWc kernels; elsewhere the roofline prices both forms alike
-# and the family would only grow the e-graph.
+# (45 of 48 convs blocked, 54 copies) ran 1.28x faster and computed garbage, the LLVM loop
+# vectorizer of TVM 0.27 miscompiling two of its fused layout copies in AVX2 code once
+# MetaSchedule fuses and splits their loops (benchmarks/repro/avx2-copy-miscompile; the rewrite
+# is right untuned; with the vectorizer off it gains 1.09x net, LOOP_VECTORIZER_OFF below; with
+# nchwc.egg's block-concat-parts, which keeps its concats blocked, it computed right built as
+# usual and ran 1.138x, spreads overlapping, family-nchwc-llvm-znver3-cold-tuned-t32.json row 6), and
+# NASNet-A (all 216 blocked, 18 copies) is untimed; out of it, it runs where the cost model
+# prices blocked convs: a CPU whose calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs
+# priced as it, Zen 3), or a learned model that measured Conv2dNCHWc kernels; elsewhere the
+# roofline prices both forms alike and the family would only grow the e-graph.
 NEEDS_LAYOUT_COSTS = {"nhwc": "NHWC", "nchwc": "NCHW16c"}
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
@@ -159,6 +162,35 @@ def off_by_default(target_kind: str, flow: str, priced_layouts: Collection[str])
     skip |= {f for f, where in NOT_FOR.items() if (target_kind, flow) in where}
     skip |= {f for f, layout in NEEDS_LAYOUT_COSTS.items() if layout not in priced_layouts}
     return skip
+
+
+# the llvm option that keeps ``nchwc``'s fused layout copies right on AVX2 CPUs: TVM 0.27's LLVM
+# (22) loop vectorizer miscompiles some of them once MetaSchedule fuses and splits their loops
+# (benchmarks/repro/avx2-copy-miscompile/minimal.py: a copy that unblocks, biases, concatenates
+# and blocks again).  Full-size Inception-v3, Zen 3, 32 trials cold, timed interleaved in one
+# process (2026-12-07, option_cost.py in that folder): with it, the pass's build with nchwc
+# computed right (6.2e-7) and ran 216.3 ms, the pass's without nchwc 257.8 ms; the latter built
+# as usual ran 234.9 ms (the option costs it 1.10x), so the family gains 1.09x net there,
+# inside the spread.
+LOOP_VECTORIZER_OFF = "-vectorize-loops=false"
+
+
+def miscompile_risk(families: Collection[str], target) -> str | None:
+    """Why a build of the pass's output for ``target`` may compute garbage, or None: ``nchwc``
+    on an llvm target that emits vector code beyond generic x86-64 (an ``mcpu`` or ``mattr``),
+    unless its ``cl-opt`` turns LLVM's loop vectorizer off (``LOOP_VECTORIZER_OFF``)."""
+    if "nchwc" not in families or target.kind.name != "llvm":
+        return None
+    attrs = target.attrs
+    if not attrs.get("mcpu") and not attrs.get("mattr"):
+        return None
+    if LOOP_VECTORIZER_OFF in [str(o) for o in attrs.get("cl-opt", [])]:
+        return None
+    return (
+        "the nchwc family's fused layout copies can be miscompiled by LLVM's loop vectorizer in "
+        "AVX2 code (TVM 0.27; benchmarks/repro/avx2-copy-miscompile): add "
+        f"'cl-opt': ['{LOOP_VECTORIZER_OFF}'] to the llvm target, or check the build with speed_check=True"
+    )
 
 
 def default_families(

@@ -24,7 +24,7 @@ from .alarms import diagnose
 from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, rewrite_sites, snapshot_node_cost
-from .family_defaults import off_by_default
+from .family_defaults import miscompile_risk, off_by_default
 from .fold import Folded, fold_constants
 from .fusion import splits_to_slices
 from .graph import (
@@ -393,6 +393,9 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
         opts.cost_model, target.kind.name, opts.flow, cost_mod.vector_bits(target), cost_mod.target_cpu(target)
     )
     library = _library(opts, cost, target.kind.name)
+    risk = miscompile_risk(library.families, target)
+    if risk:
+        log.warning("%s", risk)
     ctx = _Context(opts, library, library.program(), cost, time.monotonic() + opts.time_limit_s)
     report = Report(str(target), opts.to_dict(), ctx.cost.name)
     new_mod = mod.clone()
