@@ -37,6 +37,7 @@ from tvm import relax
 import tvm_eqsat
 from tvm_eqsat import calibration, provenance, te_ops, timing, tune
 from tvm_eqsat.paths import data_dir
+from tvm_eqsat.verify import wrong_builds_message
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import MS_LOG_LEVEL, POPULATION, machine_info, make_target  # noqa: E402
@@ -247,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     provenance.write_results(stem, data, markdown)
     print(f"written {stem}.json and .md")
+    failed = wrong_builds_message({r["layer"]: r["max_rel_diff"] for r in rows}, "the NCHW conv")
+    if failed:  # the rows stay written, so the failure is on record
+        print(failed)
+        return 1
     return 0
 
 

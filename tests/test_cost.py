@@ -1504,13 +1504,26 @@ def test_ab_cost_models_times_both_rewrites_and_checks_them(tmp_path):
     with each other and timed in one process; the results name which ran faster."""
     ab = load_script("ab_cost_models")
     stem = tmp_path / "ab"
-    ab.main(["--a", "roofline", "--b", "xgb", "--small", "--models", "nasrnn", "--repeat", "2", "--min-ms", "1",
-             "--out", str(stem)])  # fmt: skip
+    assert ab.main(["--a", "roofline", "--b", "xgb", "--small", "--models", "nasrnn", "--repeat", "2", "--min-ms", "1",
+                    "--out", str(stem)]) == 0  # fmt: skip
     doc = json.loads(stem.with_suffix(".json").read_text())
     row = doc["rows"]["nasrnn"]
     assert row["a"]["ms"] > 0 and row["b"]["ms"] > 0 and row["max_rel_diff"] < 1e-4
     assert row["b_over_a"] == row["a"]["ms"] / row["b"]["ms"]
     assert "| nasrnn |" in stem.with_suffix(".md").read_text()
+
+
+def test_ab_cost_models_fails_a_wrong_build_after_writing_its_row(tmp_path, monkeypatch):
+    """Two rewrites whose builds compute different things are a failure, not an A/B result:
+    the row is written, marked by its difference, and the script returns 1 naming the model."""
+    ab = load_script("ab_cost_models")
+    arm = {"ms": 1.0, "p10_p90": [1.0, 1.0], "predicted_speedup": 1.0, "changes": [], "module_hash": "h"}
+    monkeypatch.setattr(
+        ab, "compare", lambda *a, **k: {"a": arm, "b": dict(arm), "b_over_a": 1.0, "max_rel_diff": 2e24}
+    )
+    stem = tmp_path / "ab"
+    assert ab.main(["--a", "roofline", "--b", "xgb", "--small", "--models", "nasrnn", "--out", str(stem)]) == 1
+    assert json.loads(stem.with_suffix(".json").read_text())["rows"]["nasrnn"]["max_rel_diff"] == 2e24
 
 
 def test_ab_cost_models_tunes_both_rewrites_in_the_tuned_flow(tmp_path):

@@ -539,3 +539,13 @@ def test_outputs_off_by_more_than_rounding_or_nan_are_wrong():
 
     got = wrong_outputs({"f4": 1.9e-5, "exact": 0.0, "miscompiled": 2e24, "off": 0.01, "nan": float("nan")})
     assert got == ["miscompiled", "off", "nan"]
+
+
+def test_the_scripts_failure_names_the_wrong_builds_alone():
+    """``verify.wrong_builds_message``, the last line of a benchmark script with a wrong build:
+    None when every build is right; else the wrong ones, with their differences."""
+    from tvm_eqsat.verify import wrong_builds_message
+
+    assert wrong_builds_message({"f4": 1.9e-5, "exact": 0.0}, "stock") is None
+    said = wrong_builds_message({"f4": 1.9e-5, "miscompiled": 2e24, "nan": float("nan")}, "stock")
+    assert said.startswith("FAILED") and "miscompiled, nan" in said and "f4" not in said and "2e+24" in said

@@ -62,6 +62,19 @@ def wrong_outputs(max_rel: dict[str, float]) -> list[str]:
     return [name for name, rel in max_rel.items() if not rel <= WRONG_REL]
 
 
+def wrong_builds_message(max_rel: dict[str, float], reference: str) -> str | None:
+    """The failure a benchmark script ends with when some of ``max_rel``'s builds are wrong
+    (``wrong_outputs``), after it has written its rows; None when all are right."""
+    wrong = wrong_outputs(max_rel)
+    if not wrong:
+        return None
+    diffs = ", ".join(format(max_rel[k], ".2g") for k in wrong)
+    return (
+        f"FAILED: the outputs of {', '.join(wrong)} differ from {reference}'s by over {WRONG_REL:g} of their "
+        f"scale ({diffs}): a wrong build, not a speedup"
+    )
+
+
 def output_diffs(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float]:
     """(max abs diff, max relative diff): each output's error relative to its largest magnitude
     (random weights can make activations huge; element-wise relative error is meaningless).
