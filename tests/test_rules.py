@@ -1052,7 +1052,7 @@ def concat_of_unblocks(seed, positive):
 def block_concat_parts(seed, positive):
     """A blocked conv concatenated with a part no rule blocks (a sigmoid of the input, 16 or
     32 channels), then a relu: the sigmoid gets a copy into the block and the concat runs
-    blocked; negative: that part has 24 channels, which do not divide by the block."""
+    blocked; negative: that part has 8 channels more (24 or 40), which do not divide by the block."""
 
     def body(bb, x):
         other = bb.emit(R.sigmoid(x))
