@@ -75,6 +75,15 @@ def wrong_builds_message(max_rel: dict[str, float], reference: str) -> str | Non
     )
 
 
+def wrong_builds_status(max_rel: dict[str, float], reference: str) -> int:
+    """A benchmark script's exit status once its rows are written: 0 when every build of
+    ``max_rel`` is right, else 1, the failure printed (``wrong_builds_message``)."""
+    failed = wrong_builds_message(max_rel, reference)
+    if failed:
+        print(failed)
+    return 1 if failed else 0
+
+
 def output_diffs(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float]:
     """(max abs diff, max relative diff): each output's error relative to its largest magnitude
     (random weights can make activations huge; element-wise relative error is meaningless).
