@@ -24,14 +24,13 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm import relax
 
 from tvm_eqsat import optimize, provenance, timing, tune
 from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, priced_layouts
 from tvm_eqsat.family_defaults import default_families
 from tvm_eqsat.models import MODELS, SMALL
 from tvm_eqsat.rules import load_library
-from tvm_eqsat.verify import _flatten, output_diffs, wrong_builds_message, wrong_outputs
+from tvm_eqsat.verify import executable_outputs, output_diffs, wrong_builds_message, wrong_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,11 +106,11 @@ def main() -> None:
         ex = exes[label] = tune.build(mod, target, db)
         row.setdefault("tune_and_build_s", {})[label] = round(time.perf_counter() - t, 1)
         samplers[label] = timing.tvm_sampler(ex, dev, model.inputs, args.min_ms, cold=args.cold_cache)[2]
-        outs[label] = _outputs(ex, dev, model.inputs)
+        outs[label] = executable_outputs(ex, model.inputs, dev)
     ref_label = "eqsat" if tuned else "stock"
     # every build's outputs against stock's; in the tuned flow stock is built untuned for this
     # alone: MetaSchedule's schedules can miscompile either pass output (Inception-v3, nchwc)
-    truth = outs["stock"] if not tuned else _outputs(tune.build(model.mod, target, None), dev, model.inputs)
+    truth = outs["stock"] if not tuned else executable_outputs(tune.build(model.mod, target, None), model.inputs, dev)
     row["max_rel_diff"] = {k: output_diffs(truth, v)[1] for k, v in outs.items()}
     wrong = wrong_outputs(row["max_rel_diff"])
     if wrong:
@@ -134,11 +133,6 @@ def main() -> None:
     path.write_text(json.dumps([*rows, row], indent=1) + "\n")
     if wrong:  # the row stays, marked, so the failure is on record; its times mean nothing
         raise SystemExit(wrong_builds_message(row["max_rel_diff"], "stock"))
-
-
-def _outputs(ex, dev, inputs) -> list[np.ndarray]:
-    """The outputs of ``main`` of the executable ``ex`` on ``inputs``."""
-    return _flatten(relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(x, dev) for x in inputs]))
 
 
 def differing_kernels(times: dict[str, dict[str, float]], n: int) -> dict[str, dict[str, float]]:

@@ -43,10 +43,13 @@ def _flatten(value) -> list[np.ndarray]:
 
 def run(mod: tvm.IRModule, inputs: list[np.ndarray], func: str = "main", target="llvm") -> list[np.ndarray]:
     """Compile with stock TVM and run ``func`` on CPU."""
-    ex = tvm.compile(mod, target=tvm.target.Target(target))
-    vm = relax.VirtualMachine(ex, tvm.cpu())
-    args = [tvm.runtime.tensor(x) for x in inputs]
-    return _flatten(vm[func](*args))
+    return executable_outputs(tvm.compile(mod, target=tvm.target.Target(target)), inputs, func=func)
+
+
+def executable_outputs(ex, inputs: list[np.ndarray], dev=None, func: str = "main") -> list[np.ndarray]:
+    """The outputs of ``func`` of a built executable on ``inputs``, flattened, on ``dev`` (CPU)."""
+    dev = tvm.cpu() if dev is None else dev
+    return _flatten(relax.VirtualMachine(ex, dev)[func](*[tvm.runtime.tensor(x, dev) for x in inputs]))
 
 
 # A build whose outputs differ from the reference's by more than this share of their scale is

@@ -20,19 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm import relax
 
 from tvm_eqsat import optimize, provenance, timing, tune
 from tvm_eqsat.cost import cpu_vector_bits, make_cost_model, priced_layouts
 from tvm_eqsat.family_defaults import LOOP_VECTORIZER_OFF, default_families
 from tvm_eqsat.models import MODELS
-from tvm_eqsat.verify import _flatten, output_diffs, wrong_outputs
+from tvm_eqsat.verify import executable_outputs, output_diffs, wrong_outputs
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def outputs(ex, dev, inputs) -> list[np.ndarray]:
-    return _flatten(relax.VirtualMachine(ex, dev)["main"](*[tvm.runtime.tensor(x, dev) for x in inputs]))
 
 
 def main() -> None:
@@ -62,11 +57,11 @@ def main() -> None:
         "eqsat+nchwc, loop vectorizer off": (mods[(*base, "nchwc")], novec),
     }
     dev, samplers, outs = tvm.cpu(), {}, {}
-    truth = outputs(tune.build(model.mod, usual, None), dev, model.inputs)
+    truth = executable_outputs(tune.build(model.mod, usual, None), model.inputs, dev)
     for label, (mod, target) in builds.items():
         ex = tune.build(mod, target, db)
         samplers[label] = timing.tvm_sampler(ex, dev, model.inputs, args.min_ms, cold=True)[2]
-        outs[label] = outputs(ex, dev, model.inputs)
+        outs[label] = executable_outputs(ex, model.inputs, dev)
     times = timing.time_interleaved(samplers, args.repeat)
     row = {
         "model": model.name,
