@@ -9,8 +9,8 @@ and timed on this machine's device in interleaved rounds (``timing``).  The rewr
 stays only if its median is at least ``SPEED_MARGIN`` faster: a gain smaller than
 the noise is not worth a changed module; and only if its build's outputs are the
 original build's (``verify.WRONG_REL``): the pass validates its rewrites untuned, and a
-tuned build can still be miscompiled (MetaSchedule's schedule of a layout copy of
-Inception-v3's, in AVX2 code, 2026-12-06).
+tuned build can still be miscompiled (a layout copy of Inception-v3's, once MetaSchedule
+had fused its loops, by LLVM's loop vectorizer in AVX2 code, 2026-12-06).
 """
 
 from __future__ import annotations

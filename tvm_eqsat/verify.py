@@ -54,8 +54,9 @@ def executable_outputs(ex, inputs: list[np.ndarray], dev=None, func: str = "main
 
 # A build whose outputs differ from the reference's by more than this share of their scale is
 # wrong, not rounded: the 1,035 outputs the results files recorded up to 2026-12-06 (Winograd
-# F(4x4) among them) differed by 1.9e-5 at most, while a tuned build that MetaSchedule's
-# schedule of an NCHW16c layout copy miscompiled differed by 2e24 (Inception-v3, AVX2 code)
+# F(4x4) among them) differed by 1.9e-5 at most, while a tuned build whose NCHW16c layout copy
+# LLVM's loop vectorizer miscompiled once MetaSchedule had fused its loops differed by 2e24
+# (Inception-v3, AVX2 code; benchmarks/repro/avx2-copy-miscompile)
 WRONG_REL = 1e-3
 
 
