@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tvm  # noqa: E402
 from benchmark import STOCK_VARIANTS, best_stock_table, make_target, make_variant, pass_options  # noqa: E402
 
-from tvm_eqsat import batch_tune, bundle, models, provenance, tuning_db  # noqa: E402
+from tvm_eqsat import batch_tune, bundle, models, provenance, tuning_db, verify  # noqa: E402
 from tvm_eqsat.graph import TensorTy, module_graphs, ty_of  # noqa: E402
 
 VARIANTS = ("stock", "stock+tvm", "stock+nhwc", "eqsat", "eqsat+tvm")
@@ -254,8 +254,10 @@ def tuned(args) -> None:
     print(f"{path}: {len(entries)} modules, {bundle.bundle_bytes(path) / 2**20:.1f} MiB")
 
 
-def collect(args) -> None:
-    """One results file from the device runs of a bundle's parts (``BUNDLE RESULTS`` pairs)."""
+def collect(args) -> int:
+    """One results file from the device runs of a bundle's parts (``BUNDLE RESULTS`` pairs);
+    the exit status: 1 where a build whose outputs were compared there is wrong
+    (``verify.wrong_builds_status``; bundles with weights made on the device compare none)."""
     if len(args.pairs) % 2:
         raise SystemExit("collect takes BUNDLE RESULTS pairs (one per part)")
     data: dict[str, dict[str, dict]] = {}
@@ -338,9 +340,11 @@ def collect(args) -> None:
         )
     )
     print("\n".join(lines))
+    compared = {f"{r['model']}/{r['variant']}": float(r["max_rel_diff"]) for r in rows if r["max_rel_diff"] != ""}
+    return verify.wrong_builds_status(compared, "their llvm build")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="compile the variants into a runtime-only bundle")
@@ -409,10 +413,11 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--python", default=bundle.DEVICE_PYTHON, help="the device's Python (major.minor)")
         p.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    {"build": build, "collect": collect, "variants": save_variants, "candidates": candidates, "tuned": tuned}[
+    status = {"build": build, "collect": collect, "variants": save_variants, "candidates": candidates, "tuned": tuned}[
         args.command
     ](args)
+    return status or 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -598,3 +598,31 @@ def test_device_inputs_fill_masks_with_zeros_and_ones_and_indices_with_zeros():
     assert set(np.unique(mask8)) == {0, 1} and not ids.any()
     assert a.std() > 0.5 and w.std() < 0.2  # weights scaled down
     assert tuning_db.MASK_DTYPES == runner.MASK_DTYPES
+
+
+def test_device_bench_collect_fails_a_wrong_build_after_writing_its_rows(tmp_path, capsys):
+    """A device run whose compared outputs are garbage (one variant 2e24 of the scale off) is
+    written to the results files and then fails the command; one without a difference passes."""
+    bench = load_script("device_bench")
+    bundle_dir = tmp_path / "b"
+    bundle_dir.mkdir()
+    (bundle_dir / "variants.json").write_text("{}")
+    manifest = {"target_kind": "cuda", "built_with": {"commit": "0" * 40}, "entries": []}
+    (bundle_dir / "manifest.json").write_text(json.dumps(manifest))
+
+    def collect(eqsat_diff: float | None, tag: str) -> int:
+        rows = [{"name": "m/stock", "median_ms": 2.0, "p10_ms": 1.9, "p90_ms": 2.1, "max_rel_diff": 0.0}]
+        rows.append({"name": "m/eqsat", "median_ms": 1.0, "p10_ms": 0.9, "p90_ms": 1.1})
+        if eqsat_diff is not None:
+            rows[-1]["max_rel_diff"] = eqsat_diff
+        result = {"device": "test", "python": "3.11", "runtime_only": True, "date": "today", "rounds": 1,
+                  "failures": {}, "rows": rows}  # fmt: skip
+        (tmp_path / f"{tag}.json").write_text(json.dumps(result))
+        return bench.main(["collect", str(bundle_dir), str(tmp_path / f"{tag}.json"), "--tag", tag, "--out-dir",
+                           str(tmp_path)])  # fmt: skip
+
+    assert collect(2e24, "wrong") == 1
+    assert "FAILED: the outputs of m/eqsat differ" in capsys.readouterr().out
+    assert {r["variant"] for r in csv.DictReader(open(tmp_path / "cuda-default-wrong.csv"))} == {"stock", "eqsat"}
+    assert collect(3e-7, "right") == 0 and collect(None, "uncompared") == 0
+    assert "FAILED" not in capsys.readouterr().out
