@@ -10,6 +10,7 @@ from tvm import relax, tirx
 from tvm.relax import op as R
 
 from tvm_eqsat import EqSatPass, optimize, pipeline
+from tvm_eqsat.family_defaults import miscompile_risk
 from tvm_eqsat.rules import load_library
 
 
@@ -486,22 +487,57 @@ def test_importing_the_pass_loads_no_tuning_code_beyond_what_tvm_does():
     assert out.strip() == "[]"
 
 
+def _reblock_module():
+    """A 3x3 conv of 48 channels concatenated with two 8-channel parts of the input, then a
+    3x3 conv of the 64: blocked (nchwc), the concat's parts do not divide by 16, so it runs
+    unblocked and its result is blocked again, in one kernel (``fusion.fused_reblocks``)."""
+    x = tensor("x", (1, 64, 28, 28))
+
+    def body(bb, x):
+        conv = bb.emit(R.nn.conv2d(x, const((48, 64, 3, 3), seed=0), padding=1))
+        parts = [bb.emit(R.sigmoid(bb.emit(R.strided_slice(x, [1], [b], [b + 8])))) for b in (0, 8)]
+        cat = bb.emit(R.concat([conv, *parts], axis=1))
+        return R.nn.relu(bb.emit(R.nn.conv2d(cat, const((64, 64, 3, 3), seed=1), padding=1)))
+
+    return module([x], body)
+
+
 @pytest.mark.parametrize(
-    "target, rules, warned",
+    "target, families, risky",
     [
         ({"kind": "llvm", "mcpu": "znver3"}, ["nchwc", "conv"], True),
         ({"kind": "llvm", "mattr": ["+avx2"]}, ["nchwc", "conv"], True),
         ({"kind": "llvm", "mcpu": "znver3", "cl-opt": ["-vectorize-loops=false"]}, ["nchwc", "conv"], False),
         ({"kind": "llvm"}, ["nchwc", "conv"], False),  # generic x86-64 code built them right
         ({"kind": "llvm", "mcpu": "znver3"}, ["conv"], False),
+        ({"kind": "cuda"}, ["nchwc", "conv"], False),
+    ],
+)
+def test_the_miscompile_risk_is_nchwc_in_vector_code_with_the_loop_vectorizer_on(target, families, risky):
+    risk = miscompile_risk(families, tvm.target.Target(target))
+    assert (risk is not None) == risky
+    assert risk is None or "-vectorize-loops=false" in risk
+
+
+@pytest.mark.parametrize(
+    "target, rules, warned",
+    [
+        ({"kind": "llvm", "mcpu": "znver3"}, ["nchwc", "conv"], True),
+        ({"kind": "llvm", "mcpu": "znver3", "cl-opt": ["-vectorize-loops=false"]}, ["nchwc", "conv"], False),
+        ({"kind": "llvm", "mcpu": "znver3"}, ["conv"], False),
     ],
 )
 def test_nchwc_on_a_vector_cpu_warns_of_the_loop_vectorizer_miscompile(caplog, target, rules, warned):
     """TVM 0.27's LLVM loop vectorizer miscompiles some of nchwc's fused layout copies in AVX2
-    code (Inception-v3's tuned build computed garbage): with the family on for an llvm target
-    with an mcpu or mattr, the pass says so and names the option that avoids it."""
-    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
-        optimize(_conv_chain_module(), target, rules=rules, cost_model="roofline")
-    said = [r.getMessage() for r in caplog.records if "loop vectorizer" in r.getMessage()]
-    assert bool(said) == warned
-    assert all("-vectorize-loops=false" in m for m in said)
+    code (Inception-v3's tuned build computed garbage): where the pass returns a kernel that
+    unblocks and blocks again, for a target at risk (``miscompile_risk``), it says how many and
+    names the option that avoids it; where it returns none, it says nothing."""
+    for mod, reblocks in ((_reblock_module(), True), (_conv_chain_module(), False)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+            _, report = optimize(mod, target, rules=rules, cost_model="roofline")
+        said = [r.getMessage() for r in caplog.records if "loop vectorizer" in r.getMessage()]
+        made = report.functions["main"].census_after.get("fused reblock", 0)
+        assert (made > 0) == (reblocks and "nchwc" in rules), report.functions["main"].changes
+        assert bool(said) == (warned and reblocks)
+        assert all(m.startswith(f"{made} kernels") and "-vectorize-loops=false" in m for m in said)

@@ -56,6 +56,25 @@ def astype_identity(seed, positive):
     return module([x], lambda bb, x: R.nn.relu(bb.emit(R.astype(x, dtype)))), ["astype-identity"]
 
 
+
+def _tuple_get(index, name):
+    def build(seed, positive):
+        """An item of a tuple built in the block, read back; negative: the same item of a
+        split, whose tuple no Tuple node builds."""
+        shape = (2, 4 + 2 * seed)
+        x = tensor("x", shape)
+
+        def body(bb, x):
+            if positive:
+                items = bb.emit(relax.Tuple([bb.emit(R.sigmoid(x)), bb.emit(R.nn.relu(x)), bb.emit(R.tanh(x))]))
+            else:
+                items = bb.emit(R.split(x, 2, axis=1))
+            return R.nn.relu(bb.emit(relax.TupleGetItem(items, index)))
+
+        return module([x], body), [name]
+
+    return build
+
 def _commute(op, name):
     def build(seed, positive):
         x = tensor("x", (2, 3))
@@ -1083,6 +1102,8 @@ BUILDERS = {
     "reshape-chain": reshape_chain,
     "broadcast-identity": broadcast_identity,
     "astype-identity": astype_identity,
+    "tuple-get-0": _tuple_get(0, "tuple-get-0"),
+    "tuple-get-1": _tuple_get(1, "tuple-get-1"),
     "add-commute": _commute(R.add, "add-commute"),
     "mul-commute": _commute(R.multiply, "mul-commute"),
     "add-assoc-const": _assoc(R.add, "add-assoc-const"),

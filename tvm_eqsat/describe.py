@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .cost import STRIDED_CONVS, strided_conv
-from .fusion import fused_slices
+from .fusion import fused_reblocks, fused_slices
 from .graph import TensorGraph
 from .ops import ERF_OPS
 
@@ -18,6 +18,10 @@ NAMES = {
     "conv2d NHWC": ("NHWC conv", "NHWC convs"),
     "conv2d NCHW16c": ("channel-blocked conv", "channel-blocked convs"),
     "blocking copy": ("layout copy into or out of NCHW16c", "layout copies into or out of NCHW16c"),
+    "fused reblock": (
+        "kernel that unblocks NCHW16c data and blocks it again",
+        "kernels that unblock NCHW16c data and block it again",
+    ),
     "batch_norm": ("batch norm", "batch norms"),
     "permute_dims": ("transpose", "transposes"),
     "matmul": ("matmul", "matmuls"),
@@ -55,6 +59,9 @@ def census(graph: TensorGraph) -> Counter:
     slices = len(fused_slices(graph))
     if slices:
         counts["fused slice"] = slices
+    reblocks = len(fused_reblocks(graph))
+    if reblocks:
+        counts["fused reblock"] = reblocks
     for nid in graph.reachable():
         node = graph.nodes[nid]
         if node.is_const:
@@ -188,6 +195,8 @@ def describe(before: Counter, after: Counter) -> list[str]:
     d = after["fused slice"] - before["fused slice"]
     if d > 0:
         out.append(_n(d, "fused slice"))
+    if after["fused reblock"]:  # fusion.fused_reblocks: the kernels LLVM may miscompile in AVX2 code
+        out.append(_n(after["fused reblock"], "fused reblock"))
     d = before["erf call"] - after["erf call"]
     if d > 0:
         out.append(f"{_n(d, 'erf call')} computed with a rational erf, no libm call")

@@ -176,9 +176,10 @@ LOOP_VECTORIZER_OFF = "-vectorize-loops=false"
 
 
 def miscompile_risk(families: Collection[str], target) -> str | None:
-    """Why a build of the pass's output for ``target`` may compute garbage, or None: ``nchwc``
-    on an llvm target that emits vector code beyond generic x86-64 (an ``mcpu`` or ``mattr``),
-    unless its ``cl-opt`` turns LLVM's loop vectorizer off (``LOOP_VECTORIZER_OFF``)."""
+    """Why a build of the pass's output for ``target`` may compute garbage where it holds a
+    kernel that unblocks and blocks again (``fusion.fused_reblocks``), or None: ``nchwc`` on an
+    llvm target that emits vector code beyond generic x86-64 (an ``mcpu`` or ``mattr``), unless
+    its ``cl-opt`` turns LLVM's loop vectorizer off (``LOOP_VECTORIZER_OFF``)."""
     if "nchwc" not in families or target.kind.name != "llvm":
         return None
     attrs = target.attrs
@@ -187,7 +188,7 @@ def miscompile_risk(families: Collection[str], target) -> str | None:
     if LOOP_VECTORIZER_OFF in [str(o) for o in attrs.get("cl-opt", [])]:
         return None
     return (
-        "the nchwc family's fused layout copies can be miscompiled by LLVM's loop vectorizer in "
+        "such layout copies, fused, can be miscompiled by LLVM's loop vectorizer in "
         "AVX2 code (TVM 0.27; benchmarks/repro/avx2-copy-miscompile): add "
         f"'cl-opt': ['{LOOP_VECTORIZER_OFF}'] to the llvm target, or check the build with speed_check=True"
     )

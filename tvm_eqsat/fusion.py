@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from . import ops
 from .egraph import ENode, Snapshot
 from .graph import INPUT, TGET, Node, TensorGraph
+from .ops import CONST, OPAQUE
 
 # ops FuseOps fuses no injective op into, before or after them (TVM's out-element-wise-
 # fusable and reduction patterns); a graph input starts no fused group either.  Opaque calls
@@ -177,3 +178,28 @@ def lone_reshape_nodes(snap: Snapshot, roots: Iterable[int]) -> set[tuple[int, E
         for n in nodes
         if n.op == "Reshape" and n.children and ends_a_kernel(n.children[0])
     }
+
+
+# what a value passes through on its way into one fused group: every op but the anchors, the
+# block's leaves and opaque calls (FuseOps fuses element-wise and injective ops, concats and
+# slices among them, into one kernel)
+_GROUP_STOPS = frozenset(ANCHORS | {INPUT, CONST, OPAQUE, TGET})
+
+
+def fused_reblocks(g: TensorGraph) -> list[int]:
+    """The ToBlocked nodes whose input comes, through ops FuseOps fuses with them, from a
+    FromBlocked node: one kernel that unblocks a tensor and blocks it again (with a bias
+    add or a concat between, say).  TVM 0.27's LLVM miscompiles some such kernels in AVX2
+    code once MetaSchedule fuses and splits their loops (benchmarks/repro/avx2-copy-
+    miscompile/minimal.py: unblock, bias, concat, block), so the pass counts them."""
+    live = g.reachable()
+    unblocked: dict[int, bool] = {}  # node -> an unblocking reaches it inside the group
+    for nid in live:  # children first
+        n = g.nodes[nid]
+        if n.op == "FromBlocked" and not n.is_const:
+            unblocked[nid] = True
+        elif n.op in _GROUP_STOPS or n.is_const:
+            unblocked[nid] = False
+        else:
+            unblocked[nid] = any(unblocked.get(i, False) for i in n.inputs)
+    return [nid for nid in live if g.nodes[nid].op == "ToBlocked" and unblocked[g.nodes[nid].inputs[0]]]

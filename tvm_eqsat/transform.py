@@ -394,8 +394,6 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
     )
     library = _library(opts, cost, target.kind.name)
     risk = miscompile_risk(library.families, target)
-    if risk:
-        log.warning("%s", risk)
     ctx = _Context(opts, library, library.program(), cost, time.monotonic() + opts.time_limit_s)
     report = Report(str(target), opts.to_dict(), ctx.cost.name)
     new_mod = mod.clone()
@@ -427,6 +425,9 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
                 frep.seconds.get("total", 0.0),
                 "" if frep.changed else " (unchanged)",
             )
+    reblocks = sum(f.census_after.get("fused reblock", 0) for f in report.functions.values() if f.changed)
+    if risk and reblocks:
+        log.warning("%d kernels of the rewritten module unblock NCHW16c data and block it again: %s", reblocks, risk)
     if opts.speed_check and any(f.changed for f in report.functions.values()):
         new_mod = _speed_checked(mod, new_mod, target, opts, report)
     report.seconds = time.perf_counter() - start
