@@ -56,7 +56,6 @@ def astype_identity(seed, positive):
     return module([x], lambda bb, x: R.nn.relu(bb.emit(R.astype(x, dtype)))), ["astype-identity"]
 
 
-
 def _tuple_get(index, name):
     def build(seed, positive):
         """An item of a tuple built in the block, read back; negative: the same item of a
@@ -74,6 +73,7 @@ def _tuple_get(index, name):
         return module([x], body), [name]
 
     return build
+
 
 def _commute(op, name):
     def build(seed, positive):
