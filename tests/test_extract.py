@@ -9,6 +9,7 @@ import pytest
 
 from tvm_eqsat.egraph import ENode, Snapshot
 from tvm_eqsat.extract import EXTRACTORS, choice_cost, dag_local, extract, greedy_dag, greedy_tree
+from tvm_eqsat.graph import Unsupported
 from tvm_eqsat.ilp import PRESOLVE_LIGHT, StallWatch, ilp
 
 
@@ -231,6 +232,23 @@ def test_cycles_are_never_extracted():
         choice = extract(snap, [2], costs, method)
         assert math.isfinite(choice_cost(snap, choice, [2], costs)), method
         assert choice[1].op == "h"
+
+
+def test_a_node_of_infinite_cost_is_never_extracted():
+    """A form the caller rules out (the pass prices nchwc's copies infinitely where LLVM may
+    miscompile them) is priced at infinity: every extractor takes the dearer finite form, and
+    one with nothing else fails as having no finite-cost term."""
+    snap, roots, cost = shared_merge_egraph()
+    ruled_out = lambda cls, node: math.inf if node.op == "Merged" else cost(cls, node)  # noqa: E731
+    assert extract(snap, roots, cost, "ilp")[3].op == "TGet"  # the merge, where it may be taken
+    for method in EXTRACTORS:
+        choice = extract(snap, roots, ruled_out, method)
+        assert (choice[3].op, choice[4].op) == ("MatmulA", "MatmulB"), method
+        assert choice_cost(snap, choice, roots, ruled_out) == pytest.approx(21.0)
+    only = lambda cls, node: math.inf if node.op == "MatmulB" else ruled_out(cls, node)  # noqa: E731
+    for method in EXTRACTORS:
+        with pytest.raises(Unsupported):
+            extract(snap, roots, only, method)
 
 
 def test_unknown_extractor_is_a_value_error():

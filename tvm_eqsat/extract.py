@@ -138,7 +138,8 @@ class ClassGraph:
     """The e-graph below the roots as flat lists (costs computed once), shared by the DAG extractors.
 
     ``kids[c][k]`` are the distinct child classes of node k of class c; a node that
-    needs its own class is never usable and is left out of ``parents``.
+    needs its own class, or costs infinitely much (a form the caller rules out), is never
+    usable and is left out of ``parents``.
     """
 
     def __init__(self, snap: Snapshot, node_cost: NodeCost, roots: list[int]) -> None:
@@ -154,12 +155,12 @@ class ClassGraph:
                 kids = tuple(dict.fromkeys(node.children))
                 self.cost[c].append(node_cost(c, node))
                 self.kids[c].append(kids)
-                if c not in kids:
+                if self.usable(c, k):
                     for d in kids:
                         self.parents[d].append((c, k))
 
     def usable(self, c: int, k: int) -> bool:
-        return c not in self.kids[c][k]
+        return c not in self.kids[c][k] and self.cost[c][k] < math.inf
 
     def choice(self, index: dict[int, int]) -> dict[int, ENode]:
         return {c: self.snap.classes[c][k] for c, k in index.items()}

@@ -19,6 +19,9 @@ class FunctionReport:
     blocks: int = 0  # dataflow blocks optimised
     iterations: int = 0
     constants_folded: int = 0  # constants the pass computed (fold.py), each for a weight-only subgraph TVM would fold
+    # blocks extracted again without NCHW16c regions: their first graph held kernels that unblock and
+    # block again, which this target's LLVM may miscompile (family_defaults.miscompile_risk)
+    reextracted: int = 0
     stop_reason: str = ""
     rules_applied: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)

@@ -11,6 +11,7 @@ the original on this machine (``speed_check``), else the original comes back.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass, fields
 from typing import Any, NamedTuple
@@ -26,7 +27,7 @@ from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
 from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, rewrite_sites, snapshot_node_cost
 from .family_defaults import miscompile_risk, off_by_default
 from .fold import Folded, fold_constants
-from .fusion import splits_to_slices
+from .fusion import fused_reblocks, splits_to_slices
 from .graph import (
     TensorGraph,
     Unsupported,
@@ -171,6 +172,9 @@ class _Context:
     program: str
     cost: Any
     deadline: float
+    # why kernels that unblock and block again may be miscompiled for this target, or None
+    # (family_defaults.miscompile_risk): where it is set, extraction never returns such kernels
+    risk: str | None = None
 
 
 class BlockResult(NamedTuple):
@@ -220,11 +224,23 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
         )
     # the ILP may use what growth left, less a margin for its own overshoot and the rebuild
     budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
-    choice = extract(snap, roots, snapshot_node_cost(snap, ctx.cost, roots), ctx.opts.extractor, budget)
-    new_graph = choice_to_graph(snap, choice, graph)
-    sites = rewrite_sites(snap, choice, graph)  # (splits_to_slices keeps node ids)
-    if not force:  # (force: the roundtrip, a check of the conversions alone)
-        new_graph = splits_to_slices(new_graph)  # the form TVM fuses better, where it is
+    node_cost = snapshot_node_cost(snap, ctx.cost, roots)
+    new_graph, sites = _extracted(snap, roots, node_cost, graph, ctx.opts.extractor, budget, force)
+    reblocks = len(fused_reblocks(new_graph)) if ctx.risk else 0
+    if reblocks:  # never return the kernels LLVM miscompiles here: the block without NCHW16c regions
+        log.warning(
+            "the extracted graph held %d kernel(s) that unblock NCHW16c data and block it again: %s; extracted "
+            "again without channel-blocked regions",
+            reblocks,
+            ctx.risk,
+        )
+        report.reextracted += 1
+
+        def unblocked_cost(cls: int, node) -> float:
+            return math.inf if node.op == "ToBlocked" and not snap.is_const[cls] else node_cost(cls, node)
+
+        budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
+        new_graph, sites = _extracted(snap, roots, unblocked_cost, graph, ctx.opts.extractor, budget, force)
     before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
     report.add_seconds("extract", time.perf_counter() - t)
 
@@ -242,6 +258,16 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     if force:
         return BlockResult(new_graph, before, after, new_graph)
     return BlockResult(None, before, before, graph)
+
+
+def _extracted(snap, roots, node_cost, graph: TensorGraph, extractor: str, budget: float, force: bool):
+    """(the cheapest graph under ``node_cost``, its rewrite sites)."""
+    choice = extract(snap, roots, node_cost, extractor, budget)
+    new_graph = choice_to_graph(snap, choice, graph)
+    sites = rewrite_sites(snap, choice, graph)  # (splits_to_slices keeps node ids)
+    if not force:  # (force: the roundtrip, a check of the conversions alone)
+        new_graph = splits_to_slices(new_graph)  # the form TVM fuses better, where it is
+    return new_graph, sites
 
 
 class RewriteRejected(Exception):
@@ -394,7 +420,7 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
     )
     library = _library(opts, cost, target.kind.name)
     risk = miscompile_risk(library.families, target)
-    ctx = _Context(opts, library, library.program(), cost, time.monotonic() + opts.time_limit_s)
+    ctx = _Context(opts, library, library.program(), cost, time.monotonic() + opts.time_limit_s, risk)
     report = Report(str(target), opts.to_dict(), ctx.cost.name)
     new_mod = mod.clone()
     for gv, func in list(mod.functions.items()):
@@ -425,9 +451,6 @@ def _run(mod: tvm.IRModule, target: tvm.target.Target, opts: Options, force: boo
                 frep.seconds.get("total", 0.0),
                 "" if frep.changed else " (unchanged)",
             )
-    reblocks = sum(f.census_after.get("fused reblock", 0) for f in report.functions.values() if f.changed)
-    if risk and reblocks:
-        log.warning("%d kernels of the rewritten module unblock NCHW16c data and block it again: %s", reblocks, risk)
     if opts.speed_check and any(f.changed for f in report.functions.values()):
         new_mod = _speed_checked(mod, new_mod, target, opts, report)
     report.seconds = time.perf_counter() - start
