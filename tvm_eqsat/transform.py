@@ -229,8 +229,8 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     reblocks = len(fused_reblocks(new_graph)) if ctx.risk else 0
     if reblocks:  # never return the kernels LLVM miscompiles here: the block without NCHW16c regions
         log.warning(
-            "the extracted graph held %d kernel(s) that unblock NCHW16c data and block it again: %s; extracted "
-            "again without channel-blocked regions",
+            "the extracted graph held %d kernel(s) that unblock NCHW16c data and block it again, and %s: "
+            "extracted again without channel-blocked regions",
             reblocks,
             ctx.risk,
         )
