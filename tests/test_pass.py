@@ -514,6 +514,7 @@ def _reblock_module():
     ],
 )
 def test_the_miscompile_risk_is_nchwc_in_vector_code_with_the_loop_vectorizer_on(target, families, risky):
+    """Generic x86-64 code built the kernels right, and turning the loop vectorizer off does too."""
     risk = miscompile_risk(families, tvm.target.Target(target))
     assert (risk is not None) == risky
     assert risk is None or "-vectorize-loops=false" in risk
@@ -543,8 +544,7 @@ def test_nchwc_never_returns_a_kernel_the_loop_vectorizer_miscompiles(caplog, ta
         made = main.census_after.get("fused reblock", 0)
         assert main.reextracted == len(said) == (1 if at_risk and reblocks else 0)
         assert all("extracted again" in m and "-vectorize-loops=false" in m for m in said)
-        assert made == 0 or (reblocks and "nchwc" in rules and not at_risk)
-        # with the option, the blocked form (and its reblock) is what the roofline picks
+        # returned only where the target is not at risk; there, the roofline picks the blocked form
         assert (made > 0) == (reblocks and "nchwc" in rules and not at_risk), main.changes
         if at_risk and reblocks:
             assert main.census_after.get("conv2d NCHW16c", 0) == 0, main.changes
