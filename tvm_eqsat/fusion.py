@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterable
 
 from . import ops
 from .egraph import ENode, Snapshot
-from .graph import INPUT, TGET, Node, TensorGraph
-from .ops import CONST, OPAQUE
+from .graph import CONST, INPUT, OPAQUE, TGET, Node, TensorGraph
 
 # ops FuseOps fuses no injective op into, before or after them (TVM's out-element-wise-
 # fusable and reduction patterns); a graph input starts no fused group either.  Opaque calls
