@@ -30,13 +30,12 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 import tvm_eqsat
-from tvm_eqsat import models, provenance, tune, tuning_db
+from tvm_eqsat import measure, models, provenance, tune, tuning_db
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchmark import default_work_dir, machine_info, make_target, make_variant  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-FLUSH = "cache_flush_cpu_non_first_arg"  # what COLD_EVALUATOR's time_evaluator runs before each repeat
 COLUMNS = ("warm_record", "warm_run_warm", "warm_run_cold", "cold_record", "cold_run_warm", "cold_run_cold")
 
 
@@ -49,7 +48,7 @@ def time_kernel(task_mod, database, target, dev, repeat: int) -> dict[str, float
     lib = tvm.compile(sch.mod, target=target)
     args = tune.random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
     out = {"record": float(np.mean([float(x) for x in records[0].run_secs])) * 1e6}
-    for mode, pre in (("run_warm", ""), ("run_cold", FLUSH)):
+    for mode, pre in (("run_warm", ""), ("run_cold", measure.CACHE_FLUSH)):
         ev = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, f_preproc=pre)
         out[mode] = float(np.median(ev(*args).results)) * 1e6
     return out

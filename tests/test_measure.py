@@ -835,3 +835,28 @@ def test_a_seed_record_traced_on_other_block_names_is_not_copied(tmp_path, caplo
     assert tuning_db.seed_database(tmp_path / "work", seed_of(first, "first")) == 1
     assert len(tuning_db.open_database(tmp_path / "work")) == 1
     assert not (tmp_path / "work" / tuning_db.REJECTED_RECORDS).exists()
+
+
+def test_a_cold_database_is_retimed_with_cold_caches(tmp_path, monkeypatch):
+    """A database tuned with cold caches ranked its schedules by their cold time: ``retime``
+    times its kernels the same way (every argument but the data flushed before each run),
+    a warm database's warm; flushing a GPU's inputs is refused, not ignored."""
+    mod = measure.workload_module(MATMUL)
+    target = tvm.target.Target("llvm")
+    tune.tune(mod, target, tmp_path / "cold", trials=2, cold_cache=True)
+    tune.tune(mod, target, tmp_path / "warm", trials=2)
+    seen = []
+    real = relax.VirtualMachine.time_evaluator
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("f_preproc", ""))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(relax.VirtualMachine, "time_evaluator", spy)
+    for kind in ("cold", "warm"):
+        (found,) = harvest.harvest(str(tmp_path / kind), [mod], "llvm")
+        ((_, m),) = harvest.retime([found], str(tmp_path / kind), "llvm", repeat=3)
+        assert len(m.runs) == 3 and m.median_us > 0
+    assert seen == [measure.CACHE_FLUSH, ""]
+    with pytest.raises(ValueError, match="llvm"):
+        measure.time_executable(None, tvm.target.Target("cuda"), [], cold_cache=True)

@@ -32,7 +32,7 @@ import tvm
 
 from .measure import Measurement, module_workloads, time_executable, workload_module
 from .tune import build, fuse_for_tuning, tuning_target, use_all_cores
-from .tuning_db import PACKED, budgets_by_hash, has_database, kernel_hash, read_database, tuned_records
+from .tuning_db import PACKED, budgets_by_hash, database_cache, has_database, kernel_hash, read_database, tuned_records
 from .verify import random_inputs
 from .workload import Workload
 
@@ -155,10 +155,13 @@ def retime(
 ) -> list[tuple[Harvested, Measurement | None]]:
     """Each harvested kernel built with its records in ``work_dir`` (nothing is tuned) and
     timed afresh, ``repeat`` samples: a label with a spread, and without the tuner's
-    outliers (see the module docstring).  None where the build or the run fails."""
+    outliers (see the module docstring).  None where the build or the run fails.  A database
+    tuned with cold caches (``tuning_db.database_cache``) is timed the same way: its
+    records rank schedules by their cold time, and a label timed warm would not be theirs."""
     use_all_cores()  # timed as the tuner and the benchmark run them
     tgt = tuning_target(target)
     database = read_database(work_dir)
+    cold = database_cache(work_dir) == "cold"
     items: Iterable[Harvested] = found
     if progress:
         import sys
@@ -170,7 +173,9 @@ def retime(
     for h in items:
         mod = workload_module(h.workload)
         try:
-            m = time_executable(build(mod, tgt, database), tgt, random_inputs(mod["main"]), repeat=repeat)
+            m = time_executable(
+                build(mod, tgt, database), tgt, random_inputs(mod["main"]), repeat=repeat, cold_cache=cold
+            )
         except Exception as err:  # noqa: BLE001 - one kernel that does not build is skipped, not fatal
             log.warning("could not time %s: %s", h.workload.op, str(err).splitlines()[0][:200])
             m = None

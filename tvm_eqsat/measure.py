@@ -72,6 +72,9 @@ def workload_module(w: Workload) -> tvm.IRModule:
 # ---------------------------------------------------------------- timing
 
 
+CACHE_FLUSH = "cache_flush_cpu_non_first_arg"  # what tune.COLD_EVALUATOR's time_evaluator runs before each repeat
+
+
 def time_executable(
     ex,
     target: tvm.target.Target,
@@ -80,9 +83,15 @@ def time_executable(
     repeat: int = 30,
     min_repeat_ms: int = 20,
     rpc: RPCDevice | None = None,
+    cold_cache: bool = False,
 ) -> Measurement:
-    """Median and spread of ``main`` over ``repeat`` runs (each at least ``min_repeat_ms``)."""
+    """Median and spread of ``main`` over ``repeat`` runs (each at least ``min_repeat_ms``).
+    ``cold_cache``: every argument but the first flushed from the CPU's caches before each
+    run, one run per sample, as a cold-cache tuning timed its candidates (``tune.COLD_EVALUATOR``):
+    a weight is read from memory once per inference, not from the cache."""
     device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
+    if cold_cache and device_type != "cpu":
+        raise ValueError(f"cold_cache flushes the CPU's caches: for llvm targets, not {target.kind.name}")
     if rpc is None:
         dev = tvm.device(device_type, 0)
         vm = relax.VirtualMachine(ex, dev)
@@ -96,7 +105,10 @@ def time_executable(
         vm = relax.VirtualMachine(session.load_module("kernel.so"), dev)
     inputs = [tvm.runtime.tensor(a, dev) for a in args]
     vm["main"](*inputs)  # warm-up (first-run allocations, page faults)
-    timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    if cold_cache:
+        timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=0, f_preproc=CACHE_FLUSH)
+    else:
+        timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
     runs = [float(r) * 1e6 for r in timer(*inputs).results]
     return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
 
