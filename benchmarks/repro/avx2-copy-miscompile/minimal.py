@@ -7,6 +7,9 @@ Built for AVX2 (``x86-64-v3``) it computes garbage; for generic x86-64, for AVX2
 loop vectorizer off (``cl-opt=-vectorize-loops=false``) or at LLVM opt level 1 it is right.
 The sizes matter erratically: with 64 or 512 channels unblocked the same kernel is right
 (2026-12-07, TVM 0.27.0.post1, its LLVM 22).
+Not reported upstream yet (no GitHub access from where it was found).  An open LLVM report of a
+vectorized copy loop miscompiled for some ``target-cpu`` values in LLVM 21 and 22
+(llvm/llvm-project#186922, znver4) may be the same bug; not checked.
 
     python benchmarks/repro/avx2-copy-miscompile/minimal.py     # on a CPU with AVX2
 """
