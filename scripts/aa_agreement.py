@@ -13,6 +13,15 @@ much lottery the extra trials remove.
         ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids-t64-aa --budget 64 \\
         --also ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids ~/.cache/tvm_eqsat/ms-llvm-emeraldrapids-aa 32
 
+``--retime N`` also builds each kernel's best schedule from both databases and times it afresh,
+N samples, as its database was tuned (cold caches where it was): the lottery of the two searches
+without the tuner's measurements, and how far the first database's records are from its
+schedules' fresh times (records taken while another process held a core run long).  Needs a
+quiet machine and ``--mcpu``, the CPU the databases were tuned for:
+
+    python scripts/aa_agreement.py benchmarks/tuning/llvm-znver3-cold benchmarks/tuning/llvm-znver3-cold-aa \\
+        --retime 15 --mcpu znver3
+
 Work dirs and committed (packed) databases read alike.  Kernels under ``--min-us`` (10 us) are
 left out: they rank by launch overhead, and most of a model's time is in the others.
 """
@@ -24,8 +33,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import tvm
+from tvm.s_tir import meta_schedule as ms
 
-from tvm_eqsat import tuning_db
+from tvm_eqsat import measure, tune, tuning_db
 from tvm_eqsat.harvest import best_record_us
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -40,6 +51,35 @@ def best_us(directory: str, budget: int) -> dict[str, float]:
     kernels = {tuning_db.kernel_hash(r.workload.mod): r.workload.mod for r in database.get_all_tuning_records()}
     best = {h: best_record_us(database, mod) for h, mod in kernels.items() if budgets.get(h, 0) >= budget}
     return {h: found[0] for h, found in best.items() if found is not None}
+
+
+def kernel_modules(directory: str) -> dict[str, tvm.IRModule]:
+    """The kernels ``directory`` holds, by kernel hash."""
+    database = tuning_db.read_database(directory)
+    return {tuning_db.kernel_hash(r.workload.mod): r.workload.mod for r in database.get_all_tuning_records()}
+
+
+def fresh_us(directory: str, kernels: dict[str, tvm.IRModule], target, repeat: int) -> dict[str, tuple[float, float]]:
+    """Each kernel's best schedule in ``directory`` built and timed afresh, ``repeat`` samples,
+    as the database was tuned (every argument but the first flushed from the caches before each
+    run where it was tuned cold): (median us, (p90 - p10) / median) by kernel hash."""
+    tune.use_all_cores()
+    database = tuning_db.read_database(directory)
+    cold = tuning_db.database_cache(directory) == "cold"
+    dev = tvm.cpu(0)
+    out = {}
+    for h, mod in kernels.items():
+        sch = ms.tir_integration.compile_tir(database, mod, target)
+        lib = tvm.compile(sch.mod, target=target)
+        args = tune.random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
+        if cold:
+            timer = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, f_preproc=measure.CACHE_FLUSH)
+        else:
+            timer = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=20)
+        runs = np.array(timer(*args).results) * 1e6
+        median = float(np.median(runs))
+        out[h] = (median, float(np.percentile(runs, 90) - np.percentile(runs, 10)) / median)
+    return out
 
 
 def agreement(first: dict[str, float], second: dict[str, float], kernels: list[str]) -> dict:
@@ -70,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--budget", type=int, default=32, help="kernels tuned with at least this many trials in both")
     p.add_argument("--also", nargs=3, metavar=("FIRST", "SECOND", "BUDGET"), help="a second pair, same kernels")
     p.add_argument("--min-us", type=float, default=10.0, help="leave out kernels faster than this in either")
+    p.add_argument("--retime", type=int, default=0, metavar="N", help="also time both schedules afresh, N samples")
+    p.add_argument("--mcpu", default="generic", help="with --retime: the CPU the databases were tuned for")
     args = p.parse_args(argv)
     pairs = [(args.first, args.second, args.budget)]
     if args.also:
@@ -83,6 +125,18 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for (a, b, n), (first, second) in zip(pairs, tunings):
         print(row(f"`{a}` / `{b}`, {n} trials", agreement(first, second, kernels)))
+    if args.retime:
+        target = tune.tuning_target(tune.llvm_target(args.mcpu))
+        mods = {k: m for k, m in kernel_modules(args.first).items() if k in kernels}
+        timed = [fresh_us(d, mods, target, args.retime) for d in (args.first, args.second)]
+        fresh = [{k: t[0] for k, t in times.items()} for times in timed]
+        print(row(f"both timed afresh ({args.retime} samples each)", agreement(*fresh, kernels)))
+        print(row("the first's records against its fresh times", agreement(tunings[0][0], fresh[0], kernels)))
+        spreads = [t[1] for times in timed for t in times.values()]
+        print(
+            f"\nFresh samples' spread, (p90 - p10) / median: median {np.median(spreads):.1%}, "
+            f"{np.mean(np.array(spreads) < 0.05):.0%} of kernels under 5%."
+        )
 
 
 if __name__ == "__main__":

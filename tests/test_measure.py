@@ -450,6 +450,18 @@ def test_aa_agreement_compares_the_kernels_both_tunings_hold_at_the_budget(tmp_p
     assert m["within_20pct"] == pytest.approx(1 / 3) and m["n"] == 3
 
 
+def test_aa_agreement_retimes_a_databases_best_schedules(tmp_path):
+    """``--retime``: each kernel's best schedule built from the database and timed afresh (cold
+    where the database was tuned cold): a median and its spread per kernel hash."""
+    aa = load_script("aa_agreement")
+    target = tvm.target.Target("llvm")
+    tune.tune(measure.workload_module(MATMUL), target, tmp_path / "a", trials=2, cold_cache=True)
+    kernels = aa.kernel_modules(str(tmp_path / "a"))
+    assert list(kernels) == list(aa.best_us(str(tmp_path / "a"), 2))
+    ((median, spread),) = aa.fresh_us(str(tmp_path / "a"), kernels, tune.tuning_target(target), 3).values()
+    assert median > 0 and spread >= 0
+
+
 def test_cold_tuning_flushes_the_weights_and_keeps_its_database_apart(tmp_path, monkeypatch):
     """``cold_cache=True`` times every candidate with the caches flushed (one run per repeat,
     so each is cold); its database is marked cold, is refused to a warm tuning (and the other

@@ -40,8 +40,10 @@ from .rules import load_library
 # MetaSchedule fuses and splits their loops (benchmarks/repro/avx2-copy-miscompile; the rewrite
 # is right untuned; with the vectorizer off it gains 1.09x net, LOOP_VECTORIZER_OFF below; with
 # nchwc.egg's block-concat-parts, which keeps its concats blocked, it computed right built as
-# usual and ran 1.138x, spreads overlapping, family-nchwc-llvm-znver3-cold-tuned-t32.json row 6), and
-# NASNet-A (all 216 blocked, 18 copies) is untimed; out of it, it runs where the cost model
+# usual and ran 1.138x, spreads overlapping, family-nchwc-llvm-znver3-cold-tuned-t32.json row 6).
+# NASNet-A (all 216 blocked, 2 copies) ran 1.349x over stock+nhwc, its best stock variant (Zen 3,
+# llvm-znver3-cold-tuned-t32-nchwc.md); the family stays opt-in until ResNeXt-50 and MobileNet-v2
+# are timed with it against every stock variant there.  Out of it, it runs where the cost model
 # prices blocked convs: a CPU whose calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs
 # priced as it, Zen 3), or a learned model that measured Conv2dNCHWc kernels; elsewhere the
 # roofline prices both forms alike and the family would only grow the e-graph.
