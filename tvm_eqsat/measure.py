@@ -105,10 +105,8 @@ def time_executable(
         vm = relax.VirtualMachine(session.load_module("kernel.so"), dev)
     inputs = [tvm.runtime.tensor(a, dev) for a in args]
     vm["main"](*inputs)  # warm-up (first-run allocations, page faults)
-    if cold_cache:
-        timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=0, f_preproc=CACHE_FLUSH)
-    else:
-        timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    flush, min_ms = (CACHE_FLUSH, 0) if cold_cache else ("", min_repeat_ms)
+    timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_ms, f_preproc=flush)
     runs = [float(r) * 1e6 for r in timer(*inputs).results]
     return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
 
