@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm.s_tir import meta_schedule as ms
 
 from tvm_eqsat import measure, tune, tuning_db
 from tvm_eqsat.harvest import best_record_us
@@ -66,17 +65,11 @@ def fresh_us(directory: str, kernels: dict[str, tvm.IRModule], target, repeat: i
     tune.use_all_cores()
     database = tuning_db.read_database(directory)
     cold = tuning_db.database_cache(directory) == "cold"
-    dev = tvm.cpu(0)
     out = {}
     for h, mod in kernels.items():
-        sch = ms.tir_integration.compile_tir(database, mod, target)
-        lib = tvm.compile(sch.mod, target=target)
-        args = tune.random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
-        if cold:
-            timer = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, f_preproc=measure.CACHE_FLUSH)
-        else:
-            timer = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=20)
-        runs = np.array(timer(*args).results) * 1e6
+        runs = np.array(
+            measure.time_best_schedule(database, mod, target, repeat=repeat, cold_cache=cold, min_repeat_ms=20)
+        )
         median = float(np.median(runs))
         out[h] = (median, float(np.percentile(runs, 90) - np.percentile(runs, 10)) / median)
     return out

@@ -26,7 +26,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import tvm
 from tvm.s_tir import meta_schedule as ms
 
 import tvm_eqsat
@@ -39,29 +38,26 @@ ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = ("warm_record", "warm_run_warm", "warm_run_cold", "cold_record", "cold_run_warm", "cold_run_cold")
 
 
-def time_kernel(task_mod, database, target, dev, repeat: int) -> dict[str, float] | None:
+def time_kernel(task_mod, database, target, repeat: int) -> dict[str, float] | None:
     """The database's best schedule of one kernel: its record and its run warm and cold (us)."""
     records = tuning_db.tuned_records(database, task_mod)
     if not records:
         return None
-    sch = ms.tir_integration.compile_tir(database, task_mod, target)
-    lib = tvm.compile(sch.mod, target=target)
-    args = tune.random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
     out = {"record": float(np.mean([float(x) for x in records[0].run_secs])) * 1e6}
-    for mode, pre in (("run_warm", ""), ("run_cold", measure.CACHE_FLUSH)):
-        ev = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, f_preproc=pre)
-        out[mode] = float(np.median(ev(*args).results)) * 1e6
+    for mode, cold in (("run_warm", False), ("run_cold", True)):
+        runs = measure.time_best_schedule(database, task_mod, target, repeat=repeat, cold_cache=cold)
+        out[mode] = float(np.median(runs))
     return out
 
 
-def variant_kernels(mod, target, databases: dict, dev, repeat: int) -> list[dict]:
+def variant_kernels(mod, target, databases: dict, repeat: int) -> list[dict]:
     """One row per kernel of ``mod``: its calls per inference and each database's times."""
     tt = tune.tuning_target(target)
     rows = []
     for task in ms.relax_integration.extract_tasks(tune.fuse_for_tuning(mod, target), tt):
         row = {"kernel": task.task_name, "calls": int(task.weight)}
         for kind, db in databases.items():
-            times = time_kernel(task.dispatched[0], db, tt, dev, repeat)
+            times = time_kernel(task.dispatched[0], db, tt, repeat)
             for key, us in (times or {}).items():
                 row[f"{kind}_{key}"] = round(us, 2)
         rows.append(row)
@@ -124,13 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no tuning database for llvm -mcpu={mcpu}: run scripts/benchmark.py --flow tuned first")
     model = (models.SMALL if args.small else models.MODELS)[args.model]()
     options = tvm_eqsat.make_options(flow="tuned").to_dict()
-    dev = tvm.cpu(0)
     kernels = {}
     for name in args.variants:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mod = make_variant(name, model.mod, target, options).mod
-            kernels[name] = variant_kernels(mod, target, databases, dev, args.repeat)
+            kernels[name] = variant_kernels(mod, target, databases, args.repeat)
         print(name, totals(kernels[name]), flush=True)
     name = tune.target_name("llvm", mcpu)
     result = {

@@ -24,14 +24,14 @@ def test_every_kernel_gets_each_databases_record_and_both_runs_and_the_sums_coun
         "warm": tune.tune(mod, target, tmp_path / "warm", trials=2),
         "cold": tune.tune(mod, target, tmp_path / "cold", trials=2, cold_cache=True),
     }
-    rows = script.variant_kernels(mod, target, databases, tvm.cpu(0), 3)
+    rows = script.variant_kernels(mod, target, databases, 3)
     assert len(rows) == 1 and rows[0]["calls"] == 1
     assert all(rows[0][c] > 0 for c in script.COLUMNS)
     doubled = [{**rows[0], "calls": 2}]
     assert script.totals(doubled) == {c: round(2 * rows[0][c] / 1e3, 3) for c in script.COLUMNS}
     # a kernel one database lacks: no total for that database, the other's still summed
     partial = script.variant_kernels(
-        mod, target, {"warm": databases["warm"], "cold": tuning_db.open_database(tmp_path / "empty")}, tvm.cpu(0), 3
+        mod, target, {"warm": databases["warm"], "cold": tuning_db.open_database(tmp_path / "empty")}, 3
     )
     t = script.totals(partial)
     assert t["cold_run_cold"] is None and t["warm_run_cold"] > 0

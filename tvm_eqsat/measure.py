@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import tvm
 from tvm import relax
+from tvm.s_tir import meta_schedule as ms
 
 from . import ops, te_ops
 from .cost import FLOWS  # the build flows, named once
 from .graph import TensorTy, module_graphs, ty_of
-from .tune import RPCDevice, build, tune, use_all_cores
+from .tune import RPCDevice, build, random_args, tune, use_all_cores
 from .verify import random_inputs
 from .workload import Epilogue, Workload
 
@@ -109,6 +110,23 @@ def time_executable(
     timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_ms, f_preproc=flush)
     runs = [float(r) * 1e6 for r in timer(*inputs).results]
     return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
+
+
+def time_best_schedule(
+    database, kernel: tvm.IRModule, target: tvm.target.Target, *, repeat: int, cold_cache: bool, min_repeat_ms: int = 0
+) -> list[float]:
+    """The runs (us) of one tuned kernel (a TIR module, as a tuning task dispatches it) built
+    with ``database``'s best schedule, ``repeat`` samples of one run each: ``cold_cache``
+    flushes every argument but the first before each, as ``tune.COLD_EVALUATOR`` timed it;
+    warm runs last at least ``min_repeat_ms``.  The scripts that set the tuner's records
+    against fresh times share it, so both time a schedule the same way."""
+    dev = tvm.cpu(0)
+    sch = ms.tir_integration.compile_tir(database, kernel, target)
+    lib = tvm.compile(sch.mod, target=target)
+    args = random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
+    flush, min_ms = (CACHE_FLUSH, 0) if cold_cache else ("", min_repeat_ms)
+    timer = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_ms, f_preproc=flush)
+    return [float(r) * 1e6 for r in timer(*args).results]
 
 
 def build_workload(
