@@ -341,6 +341,28 @@ def test_opt_in_families_run_only_when_named():
     assert "nhwc" not in default_families("llvm", "default", priced_layouts=())
 
 
+def test_nchwc_runs_by_default_in_the_tuned_flow_where_blocked_convs_are_priced():
+    """FLOW_ONLY and NEEDS_LAYOUT_COSTS: nchwc is on in the llvm tuned flow for a CPU whose
+    calibration prices the blocked conv (Zen 3), and picked there for a 16-channel chain (at
+    10x10 the copies outweigh the gain); off for generic x86-64 code (its roofline prices both
+    forms alike) and in the default flow."""
+    x = tensor("x", (1, 16, 28, 28))
+
+    def body(bb, x):
+        a = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(x, const((16, 16, 3, 3)), padding=1))))
+        return R.nn.relu(bb.emit(R.nn.conv2d(a, const((16, 16, 3, 3), seed=1), padding=1)))
+
+    mod = module([x], body)
+    zen3 = {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
+    for target, flow, on in ((zen3, "tuned", True), ("llvm", "tuned", False), (zen3, "default", False)):
+        out, report = optimize(mod, target, flow=flow)
+        main = report.functions["main"]
+        assert (main.rules_applied.get("conv2d-nchwc", 0) > 0) == on, (target, flow)
+        assert (main.census_after.get("conv2d NCHW16c", 0) > 0) == on, (target, flow, main.changes)
+        if on:
+            assert_close(mod, out)
+
+
 def test_winograd_families_run_by_default_where_they_were_timed():
     """FLOW_ONLY: winograd and winograd_f4 are on in the llvm default flow, and winograd_f4
     also in the llvm tuned flow (where their choices were timed end to end); winograd is off

@@ -38,6 +38,9 @@ _WHEN = {
     "llvm default flow": {c for c in _COMBOS if c[:2] == ("llvm", "default")},
     "both llvm flows": {c for c in _COMBOS if c[0] == "llvm"},
     "llvm tuned flow": {c for c in _COMBOS if c[:2] == ("llvm", "tuned")},
+    "llvm tuned flow, where the cost model prices blocked convs": {
+        c for c in _COMBOS if c[:2] == ("llvm", "tuned") and "NCHW16c" in c[2]
+    },
     "on, except CUDA's default flow": {c for c in _COMBOS if c[:2] != ("cuda", "default")},
     "where the cost model has learned layouts": {c for c in _COMBOS if "NHWC" in c[2]},
 }

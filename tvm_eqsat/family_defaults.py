@@ -34,19 +34,22 @@ from .rules import load_library
 # see.  With the copies priced as gathers (cost.is_gather), concats kept blocked and depthwise
 # convs blocked too, SqueezeNet ran 1.032x (within the noise) and MobileNet-v2 1.207x of the pass
 # without it, 1.272x with Zen 3's nchwc_depthwise (same file, rows 2-4;
-# layers-nchwc-dw-llvm-znver3-t32.md).  It stays in OPT_IN: Inception-v3's tuned build with it
+# layers-nchwc-dw-llvm-znver3-t32.md).  Inception-v3's tuned build with it
 # (45 of 48 convs blocked, 54 copies) ran 1.28x faster and computed garbage, the LLVM loop
 # vectorizer of TVM 0.27 miscompiling two of its fused layout copies in AVX2 code once
 # MetaSchedule fuses and splits their loops (benchmarks/repro/avx2-copy-miscompile; the rewrite
 # is right untuned; with the vectorizer off it gains 1.09x net, LOOP_VECTORIZER_OFF below; with
 # nchwc.egg's block-concat-parts, which keeps its concats blocked, it computed right built as
 # usual and ran 1.138x, spreads overlapping, family-nchwc-llvm-znver3-cold-tuned-t32.json row 6).
-# NASNet-A (all 216 blocked, 2 copies) ran 1.349x over stock+nhwc, its best stock variant (Zen 3,
-# llvm-znver3-cold-tuned-t32-nchwc.md); the family stays opt-in until ResNeXt-50 and MobileNet-v2
-# are timed with it against every stock variant there.  Out of it, it runs where the cost model
-# prices blocked convs: a CPU whose calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs
-# priced as it, Zen 3), or a learned model that measured Conv2dNCHWc kernels; elsewhere the
-# roofline prices both forms alike and the family would only grow the e-graph.
+# Against every stock variant on Zen 3 (llvm-znver3-cold-tuned-t32-nchwc.md), NASNet-A (all 216
+# blocked, 2 copies) ran 1.349x over stock+nhwc, MobileNet-v2 1.364x over stock+tvm and ResNeXt-50
+# 1.597x over stock+nhwc (36 of 53 blocked), each its best; the six conv models timed there 1.501x
+# in geometric mean (SqueezeNet's 1.015x inside its noise).  Since the pass re-extracts a block that would hold a reblocking kernel for a
+# target at risk (miscompile_risk below), the family is on in the llvm tuned flow (FLOW_ONLY),
+# where the cost model prices blocked convs: a CPU whose calibration measured nchwc_conv (the
+# Xeon, the AVX-512 CPUs priced as it, Zen 3), or a learned model that measured Conv2dNCHWc
+# kernels; elsewhere the roofline prices both forms alike and the family would only grow the
+# e-graph.  Not measured in the default flow (untuned TOPI conv2d_NCHWc), nor on CUDA.
 NEEDS_LAYOUT_COSTS = {"nhwc": "NHWC", "nchwc": "NCHW16c"}
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
@@ -64,8 +67,8 @@ NEEDS_LAYOUT_COSTS = {"nhwc": "NHWC", "nchwc": "NCHW16c"}
 # conv_matmul in the tuned flow (Zen 5, 32 trials, cold), every 1x1 conv as a matmul: 0.914-1.124x
 # of the pass without it on six models, 0.994x in geometric mean; the matmul form faster for 15 of
 # 49 convs, no shape pattern above the tuning lottery (benchmarks/results/conv-matmul-llvm-znver5-
-# cold-t32.md).  nchwc: see NEEDS_LAYOUT_COSTS above.
-OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "nchwc")
+# cold-t32.md).
+OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale")
 # families on by default only for some (target kind, build flow) pairs, where their choices
 # were checked end to end; elsewhere they run only when named.  winograd, llvm default flow:
 # 1.26x on full ResNet-50, 3.94x small VGG-19, 1.44x small Inception-v3, no loss (benchmarks/
@@ -142,6 +145,7 @@ OPT_IN = ("conv_matmul", "winograd_cl", "winograd_f4_cm", "scale", "nchwc")
 # tuned-t32.json), and 1.008x over stock+nhwc, where it had been 0.966x (llvm-emeraldrapids-tuned-
 # t32-wnhwc.md).  Not measured in the default flow, nor on CUDA.
 FLOW_ONLY = {
+    "nchwc": (("llvm", "tuned"),),  # see NEEDS_LAYOUT_COSTS above
     "winograd_nhwc": (("llvm", "tuned"),),
     "erf_rational": (("llvm", "tuned"),),
     "subsample": (("llvm", "tuned"),),
