@@ -64,11 +64,11 @@ def fresh_us(directory: str, kernels: dict[str, tvm.IRModule], target, repeat: i
     run where it was tuned cold): (median us, (p90 - p10) / median) by kernel hash."""
     tune.use_all_cores()
     database = tuning_db.read_database(directory)
-    cold = tuning_db.database_cache(directory) == "cold"
+    cache = tuning_db.database_cache(directory) or "warm"
     out = {}
     for h, mod in kernels.items():
         runs = np.array(
-            measure.time_best_schedule(database, mod, target, repeat=repeat, cold_cache=cold, min_repeat_ms=20)
+            measure.time_best_schedule(database, mod, target, repeat=repeat, caches=(cache,), min_repeat_ms=20)[cache]
         )
         median = float(np.median(runs))
         out[h] = (median, float(np.percentile(runs, 90) - np.percentile(runs, 10)) / median)

@@ -44,9 +44,8 @@ def time_kernel(task_mod, database, target, repeat: int) -> dict[str, float] | N
     if not records:
         return None
     out = {"record": float(np.mean([float(x) for x in records[0].run_secs])) * 1e6}
-    for mode, cold in (("run_warm", False), ("run_cold", True)):
-        runs = measure.time_best_schedule(database, task_mod, target, repeat=repeat, cold_cache=cold)
-        out[mode] = float(np.median(runs))
+    runs = measure.time_best_schedule(database, task_mod, target, repeat=repeat, caches=("warm", "cold"))
+    out.update({f"run_{cache}": float(np.median(r)) for cache, r in runs.items()})
     return out
 
 

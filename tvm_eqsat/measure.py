@@ -106,27 +106,41 @@ def time_executable(
         vm = relax.VirtualMachine(session.load_module("kernel.so"), dev)
     inputs = [tvm.runtime.tensor(a, dev) for a in args]
     vm["main"](*inputs)  # warm-up (first-run allocations, page faults)
-    flush, min_ms = (CACHE_FLUSH, 0) if cold_cache else ("", min_repeat_ms)
-    timer = vm.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_ms, f_preproc=flush)
-    runs = [float(r) * 1e6 for r in timer(*inputs).results]
+    runs = _runs_us(vm, dev, inputs, repeat=repeat, cold_cache=cold_cache, min_repeat_ms=min_repeat_ms)
     return Measurement(float(np.median(runs)), float(np.percentile(runs, 10)), float(np.percentile(runs, 90)), runs)
 
 
+def _runs_us(runnable, dev, args, *, repeat: int, cold_cache: bool, min_repeat_ms: int) -> list[float]:
+    """``repeat`` samples (us) of ``runnable``'s ``main``, one run each: ``cold_cache`` flushes
+    every argument but the first before each (``tune.COLD_EVALUATOR``'s way); warm samples
+    last at least ``min_repeat_ms``."""
+    flush, min_ms = (CACHE_FLUSH, 0) if cold_cache else ("", min_repeat_ms)
+    timer = runnable.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_ms, f_preproc=flush)
+    return [float(r) * 1e6 for r in timer(*args).results]
+
+
 def time_best_schedule(
-    database, kernel: tvm.IRModule, target: tvm.target.Target, *, repeat: int, cold_cache: bool, min_repeat_ms: int = 0
-) -> list[float]:
+    database,
+    kernel: tvm.IRModule,
+    target: tvm.target.Target,
+    *,
+    repeat: int,
+    caches: Sequence[str] = ("warm",),
+    min_repeat_ms: int = 0,
+) -> dict[str, list[float]]:
     """The runs (us) of one tuned kernel (a TIR module, as a tuning task dispatches it) built
-    with ``database``'s best schedule, ``repeat`` samples of one run each: ``cold_cache``
-    flushes every argument but the first before each, as ``tune.COLD_EVALUATOR`` timed it;
-    warm runs last at least ``min_repeat_ms``.  The scripts that set the tuner's records
-    against fresh times share it, so both time a schedule the same way."""
+    once with ``database``'s best schedule, ``repeat`` samples of one run each per cache state
+    in ``caches`` ("warm", "cold": every argument but the first flushed before each run, as
+    ``tune.COLD_EVALUATOR`` timed it); warm runs last at least ``min_repeat_ms``.  The scripts
+    that set the tuner's records against fresh times share it, so both time a schedule alike."""
     dev = tvm.cpu(0)
     sch = ms.tir_integration.compile_tir(database, kernel, target)
     lib = tvm.compile(sch.mod, target=target)
     args = random_args(ms.arg_info.ArgInfo.from_prim_func(sch.mod["main"]), dev)
-    flush, min_ms = (CACHE_FLUSH, 0) if cold_cache else ("", min_repeat_ms)
-    timer = lib.mod.time_evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_ms, f_preproc=flush)
-    return [float(r) * 1e6 for r in timer(*args).results]
+    return {
+        cache: _runs_us(lib.mod, dev, args, repeat=repeat, cold_cache=cache == "cold", min_repeat_ms=min_repeat_ms)
+        for cache in caches
+    }
 
 
 def build_workload(
