@@ -1037,7 +1037,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--tune-only",
         action="store_true",
-        help="tuned flow: tune every variant's kernels into the databases, nothing built or timed",
+        help="tuned flow: tune every variant's kernels into the databases, nothing built or timed "
+        "(stock's first: it is always one of the variants)",
     )
     p.add_argument(
         "--no-seed",
