@@ -44,12 +44,13 @@ from .rules import load_library
 # Against every stock variant on Zen 3 (llvm-znver3-cold-tuned-t32-nchwc.md), NASNet-A (all 216
 # blocked, 2 copies) ran 1.349x over stock+nhwc, MobileNet-v2 1.364x over stock+tvm and ResNeXt-50
 # 1.597x over stock+nhwc (36 of 53 blocked), each its best; the six conv models timed there 1.501x
-# in geometric mean (SqueezeNet's 1.015x inside its noise).  Since the pass re-extracts a block that would hold a reblocking kernel for a
-# target at risk (miscompile_risk below), the family is on in the llvm tuned flow (FLOW_ONLY),
-# where the cost model prices blocked convs: a CPU whose calibration measured nchwc_conv (the
-# Xeon, the AVX-512 CPUs priced as it, Zen 3), or a learned model that measured Conv2dNCHWc
-# kernels; elsewhere the roofline prices both forms alike and the family would only grow the
-# e-graph.  Not measured in the default flow (untuned TOPI conv2d_NCHWc), nor on CUDA.
+# in geometric mean (SqueezeNet's 1.015x inside its noise).  Since the pass re-extracts a block
+# that would hold a reblocking kernel for a target at risk (miscompile_risk below), the family is
+# on in the llvm tuned flow (FLOW_ONLY), where the cost model prices blocked convs: a CPU whose
+# calibration measured nchwc_conv (the Xeon, the AVX-512 CPUs priced as it, Zen 3), or a learned
+# model that measured Conv2dNCHWc kernels; elsewhere the roofline prices both forms alike and the
+# family would only grow the e-graph.  Not measured in the default flow (untuned TOPI
+# conv2d_NCHWc), nor on CUDA.
 NEEDS_LAYOUT_COSTS = {"nhwc": "NHWC", "nchwc": "NCHW16c"}
 # families whose choices no cost model has been checked on yet (their forms' kernels measured
 # and the choices timed end to end): they run only when named in ``rules``.  winograd_cl
