@@ -28,6 +28,11 @@ For each model and target these variants are built and timed against each other:
 * ``eqsat``      ``tvm_eqsat.optimize(mod, target)`` first (its report is recorded: pass
                  seconds, e-nodes, rules applied, predicted cost before/after), then the same build;
 * ``eqsat+tvm``  TVM's graph passes, then the pass (a user who turns on both gets both).
+* ``eqsat-learned``  the pass with ``--learned-model`` as its cost model (default ``xgb``, the
+                 learned model shipped for the target) instead of ``--cost-model``: whether that
+                 model chooses better end to end than the default, in the same run.  Asked for
+                 only; never the headline's eqsat variant (``held_out_e2e.py --flow tuned`` times
+                 a model trained without the model it rewrites this way).
 
 A variant whose module is another's (stock+nhwc without convolutions, an A/A control untuned, a
 rewrite that changed nothing) is neither built nor timed again: its row is that variant's,
@@ -125,10 +130,13 @@ ROOT = Path(__file__).resolve().parent.parent
 MS_LOG_LEVEL = logging.WARNING  # MetaSchedule's console output; INFO with --verbose
 STOCK_VARIANTS = ("stock", "stock+cpm", "stock+tvm", "stock+fast", "stock+nhwc", "stock-aa", "stock+nhwc-aa")
 EQSAT_VARIANTS = ("eqsat", "eqsat+tvm")
-VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS)
+# the pass with --learned-model instead of --cost-model: whether a learned model chooses better
+# end to end than the default one, in the same run (an evaluation: never the headline's eqsat)
+LEARNED = "eqsat-learned"
+VARIANTS = (*STOCK_VARIANTS, *EQSAT_VARIANTS, LEARNED)
 # the A/A controls: a variant tuned again (another seed, its own database), never a stock variant of its own
 AA_VARIANTS = {"stock-aa": "stock", "stock+nhwc-aa": "stock+nhwc"}
-DEFAULT_VARIANTS = tuple(v for v in VARIANTS if v not in ("stock+fast", "stock+nhwc-aa"))  # see the list above
+DEFAULT_VARIANTS = tuple(v for v in VARIANTS if v not in ("stock+fast", "stock+nhwc-aa", LEARNED))  # see above
 # TVM's own graph-level passes for an inference model with bound weights, in the order a
 # user applies them: batch norms folded into convs before the rest are decomposed into
 # element-wise ops, constants folded, common subexpressions merged, parallel matmuls
@@ -279,6 +287,7 @@ def _twin(v: Variant, built: dict[str, Variant], flow: str) -> str | None:
         "stock+cpm": ("stock",),
         "eqsat": ("stock",),
         "eqsat+tvm": ("stock+tvm", "eqsat"),
+        LEARNED: ("eqsat", "stock"),
     }.get(v.name, ())
     return next((b for b in bases if b in built and tvm_ffi.structural_equal(v.mod, built[b].mod)), None)
 
@@ -314,7 +323,7 @@ def make_variant(name: str, mod: tvm.IRModule, target: tvm.target.Target, eqsat_
         return Variant(
             name, new, time.perf_counter() - t, changed=after != before, rules_fired=f"matmuls:{before}->{after}"
         )
-    if name == "eqsat":
+    if name in ("eqsat", LEARNED):
         new, report = tvm_eqsat.optimize(mod, target, **eqsat_options)
         if report.alarms:  # never a number from a run the pass itself flagged
             raise RuntimeError(f"{name}: the pass raised alarms: {'; '.join(report.alarms)}")
@@ -462,7 +471,7 @@ def bench_model(
     for vname in variants:
         try:
             status(f"{name}: {vname}: {'pass' if vname.startswith('eqsat') else 'graph passes'}")
-            v = make_variant(vname, model.mod, target, pass_options(args))
+            v = make_variant(vname, model.mod, target, pass_options(args, vname))
             twin = _twin(v, built, args.flow)
             if twin is None:
                 status(f"{name}: {vname}: {'tuning and building' if args.flow == 'tuned' else 'building'}")
@@ -554,7 +563,7 @@ def tune_model(
     built: dict[str, Variant] = {}
     for vname in variants:
         try:
-            v = make_variant(vname, model.mod, target, pass_options(args))
+            v = make_variant(vname, model.mod, target, pass_options(args, vname))
             if _twin(v, built, "tuned") is None:
                 tune_variant(v, target, args.trials, work_dir)
                 tqdm.write(f"{name}/{vname}: tuned in {v.tune_seconds:.0f} s")
@@ -574,7 +583,7 @@ def dry_run_model(
 
     for vname in variants:
         try:
-            v = make_variant(vname, model.mod, target, pass_options(args))
+            v = make_variant(vname, model.mod, target, pass_options(args, vname))
             build_variant(v, target, args.flow, args.trials, work_dir, dry_run=True)
             extra = ""
             if target.kind.name == "cuda" and shutil.which("nvcc"):
@@ -788,6 +797,32 @@ def best_stock_table(data: dict[str, dict[str, dict]], tuned: bool = False) -> l
     return lines
 
 
+def learned_table(data: dict[str, dict[str, dict]]) -> list[str]:
+    """Where the ``eqsat-learned`` variant ran: its time against eqsat's, the same run (empty
+    otherwise).  Inside the model's noise floor neither cost model chose better."""
+    pairs = {m: vs for m, vs in data.items() if LEARNED in vs and "eqsat" in vs}
+    if not pairs:
+        return []
+    lines = [
+        "",
+        f"## The pass with --learned-model ({LEARNED}) against eqsat",
+        "",
+        "| model | eqsat ms (predicted speedup) | eqsat-learned ms (predicted speedup) | same module | "
+        "learned vs eqsat | noise floor |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model, vs in pairs.items():
+        eq, le = vs["eqsat"], vs[LEARNED]
+        ratio, floor = float(eq["median_ms"]) / float(le["median_ms"]), noise_floor(vs)
+        same = le.get("module_hash") == eq.get("module_hash")
+        lines.append(
+            f"| {model} | {float(eq['median_ms']):.4g} ({eq['predicted_speedup'] or '-'}) | "
+            f"{float(le['median_ms']):.4g} ({le['predicted_speedup'] or '-'}) | {'yes' if same else 'no'} | "
+            f"{ratio:.3f}x{' (within noise)' if abs(ratio - 1) <= floor else ''} | ±{100 * floor:.1f}% |"
+        )
+    return lines
+
+
 def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
     """The results table (one row per model) and the geometric-mean speedups over stock."""
     flow, m = sidecar["flow"], sidecar["machine"]
@@ -836,6 +871,7 @@ def write_markdown(path: Path, rows: list[dict], sidecar: dict) -> str:
             if name in vs
         ]
         lines += ["", "TVM passes that changed each model: " + "; ".join(passes) + "."]
+    lines += learned_table(data)
     changed = [
         f"- {model}: {vs['eqsat']['changes']}" for model, vs in data.items() if vs.get("eqsat", {}).get("changes")
     ]
@@ -1015,6 +1051,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--cost-model",
         default="auto",
         help="the pass's cost_model (auto, roofline, xgb, or a model directory); it costs for --flow",
+    )
+    p.add_argument(
+        "--learned-model",
+        default="xgb",
+        help=f"the cost_model of the {LEARNED} variant (default xgb: the learned model shipped for the target "
+        "and flow; or a model directory): timed beside eqsat, it says whether that model chooses better",
     )
     p.add_argument(
         "--rules",
@@ -1233,9 +1275,11 @@ def run(args, argv: list[str]) -> int:
     return 0
 
 
-def pass_options(args) -> dict:
-    """The options given to the pass for the eqsat variant: costs for the build flow being run."""
-    options = {"time_limit_s": args.time_limit, "cost_model": args.cost_model, "flow": args.flow}
+def pass_options(args, variant: str = "eqsat") -> dict:
+    """The options given to the pass for an eqsat variant: costs for the build flow being run
+    (``eqsat-learned``: with ``--learned-model``)."""
+    cost_model = args.learned_model if variant == LEARNED else args.cost_model
+    options = {"time_limit_s": args.time_limit, "cost_model": cost_model, "flow": args.flow}
     if getattr(args, "rules", None) is not None:  # device_bench.py passes a Namespace without it
         options["rules"] = tuple(args.rules)
     if args.speed_check:

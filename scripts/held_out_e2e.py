@@ -10,10 +10,17 @@ the pass with the held-out model are built with the stock default pipeline, chec
 stock on the model's inputs and timed in interleaved rounds.  Where the two rewrites differ,
 the measurement says which model chose better.
 
-Default flow only: the tuned flow's rewrites need their new kernels tuned first.
-
     python scripts/held_out_e2e.py --small              # llvm, the ten small models
     python scripts/held_out_e2e.py --small --models resnet50 vgg19 --repeat 20
+
+The tuned flow (``--flow tuned``): what ``auto`` ships there is the roofline, so the held-out
+model's rewrite is timed against the roofline's, each with its kernels tuned first.  Per model
+it runs ``benchmark.py`` with the variants stock, eqsat (``--cost-model auto``) and
+eqsat-learned (``--learned-model``: the held-out model), passing on the benchmark's own options
+(the CPU, trials, cold caches, rules, repeats; ``--tune-only`` to tune first in the background):
+
+    python scripts/held_out_e2e.py --flow tuned --models squeezenet resnet50 --mcpu znver3 \
+        --trials 32 --cold-cache --repeat 20 [--rules ...] [--tune-only]
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from tvm_eqsat.xgb_model import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when a test imports this file
-from benchmark import _flatten, device_for, module_hash  # noqa: E402
+import benchmark  # noqa: E402
+from benchmark import LEARNED, _flatten, device_for, module_hash  # noqa: E402
 from graph_accuracy import put_first  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -205,11 +213,179 @@ def report_section(doc: dict, name: str) -> str:
     )
 
 
+def tuned_rows(csv_rows: list[dict]) -> list[dict]:
+    """Per model the benchmark timed: stock, the roofline's rewrite (eqsat, what ``auto`` ships
+    for the tuned flow) and the held-out model's (eqsat-learned), with the model's noise floor
+    (with the A/A control, stock tuned again, where ``--aa`` timed it)."""
+    out = []
+    for name, vs in benchmark._by_model(csv_rows).items():
+        if not {"stock", "eqsat", LEARNED} <= set(vs):
+            continue
+        stock, roof, held = vs["stock"], vs["eqsat"], vs[LEARNED]
+        ratio, floor = float(roof["median_ms"]) / float(held["median_ms"]), benchmark.noise_floor(vs)
+        same = roof["module_hash"] == held["module_hash"]
+        if same:
+            word = "same graph"
+        elif abs(ratio - 1) <= floor:
+            word = "within noise"
+        else:
+            word = "held out better" if ratio > 1 else "roofline better"
+        out.append(
+            {
+                "model": name,
+                "stock_ms": float(stock["median_ms"]),
+                "floor": floor,
+                "aa": benchmark.has_aa(vs),
+                **{
+                    key: {
+                        "ms": float(r["median_ms"]),
+                        "speedup": float(r["speedup_vs_stock"]),
+                        "predicted_speedup": float(r["predicted_speedup"] or 1.0),
+                        "max_rel_diff": float(r["max_rel_diff"] or 0.0),
+                        "changes": r["changes"],
+                    }
+                    for key, r in (("roofline", roof), ("held_out", held))
+                },
+                "same_graph": same,
+                "held_out_vs_roofline": ratio,
+                "verdict": word,
+            }
+        )
+    return out
+
+
+def tuned_section(rows: list[dict], stem: str, machine: str, command: str, date: str, same: dict | None = None) -> str:
+    """The tuned flow's out-of-sample figures, for the top of the shipped model's graph report;
+    ``same``: the models whose held-out rewrite was the roofline's (``same_rewrite``), not timed."""
+    same = same or {}
+    return "\n".join(
+        [
+            f"## Out of sample, end to end: tuned flow (`{stem}.md`, {date[:10]})",
+            "",
+            "Per model, the pass ran with a model trained without that model's kernels (its rows and "
+            'measurements left out) and with the roofline, which `cost_model="auto"` uses for the tuned '
+            f"flow; each rewrite's kernels tuned, all timed in the same run, {machine} "
+            f"(`{command}`). Floor: the model's noise floor (stock's p10-p90 half-spread, and its "
+            "A/A control where tuned).",
+            "",
+            "| model | held out: speedup (predicted) | roofline: speedup (predicted) | same graph | "
+            "held out vs roofline | floor |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {r['model']} | {r['held_out']['speedup']:.3f}x ({r['held_out']['predicted_speedup']:.3f}x) | "
+                f"{r['roofline']['speedup']:.3f}x ({r['roofline']['predicted_speedup']:.3f}x) | "
+                f"{'yes' if r['same_graph'] else 'no'} | {r['held_out_vs_roofline']:.3f}x ({r['verdict']}) | "
+                f"±{100 * r['floor']:.1f}%{'' if r['aa'] else ' (no A/A)'} |"
+                for r in rows
+            ),
+            *(
+                f"| {m} | not timed ({d['held_out_predicted']:.3f}x) | not timed ({d['roofline_predicted']:.3f}x) | "
+                "yes | 1.000x (same graph) | - |"
+                for m, d in same.items()
+            ),
+            "",
+            (
+                f"Geometric mean over stock of the {len(rows)} models timed: **held out "
+                f"{gmean([r['held_out']['speedup'] for r in rows]):.3f}x**, roofline "
+                f"{gmean([r['roofline']['speedup'] for r in rows]):.3f}x"
+                if rows
+                else "No model timed"
+            )
+            + (f"; on {len(same)} more the held-out model chose the roofline's graph." if same else "."),
+        ]
+    )
+
+
+def same_rewrite(name: str, bargs) -> dict | None:
+    """Where the held-out model (``bargs.learned_model``) rewrites ``name`` as the roofline does
+    (one module: nothing to tune or time), the module's hash and both predicted speedups; else None."""
+    model = (models.SMALL if bargs.small else models.MODELS)[name]()
+    target = benchmark.make_target(bargs.target, bargs.arch, bargs.mcpu)
+    vs = [benchmark.make_variant(v, model.mod, target, benchmark.pass_options(bargs, v)) for v in ("eqsat", LEARNED)]
+    hashes = {module_hash(v.mod) for v in vs}
+    if len(hashes) > 1:
+        return None
+    return {
+        "module_hash": hashes.pop(),
+        "roofline_predicted": vs[0].predicted_speedup,
+        "held_out_predicted": vs[1].predicted_speedup,
+    }
+
+
+def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
+    """``--flow tuned``: per model, train the held-out model, then ``benchmark.py`` with stock,
+    eqsat and eqsat-learned (tuning what it lacks; a model already timed is skipped unless
+    ``--force``); then the summary at the top of the shipped model's graph report."""
+    names = args.models or list(models.SUITE)
+    common = ["--flow", "tuned", "--tag", args.tag, "--repeat", str(args.repeat), "--min-ms", str(args.min_ms)]
+    common += ["--out-dir", args.out_dir, *(["--small"] if args.small else []), *passthrough]
+    bargs = benchmark.parse_args(["--models", *names, *common])
+    directory = shipped_model_dir("llvm", "tuned", bargs.mcpu)
+    if directory is None:
+        raise SystemExit(f"no tuned-flow model shipped for llvm -mcpu={bargs.mcpu}: nothing to hold out")
+    held_root = Path(args.held_dir).expanduser() / directory.name
+    stem = benchmark._stem(bargs)
+    same_path = Path(args.out_dir) / f"held-out-e2e-{stem}-same.json"
+    same = json.loads(same_path.read_text()) if same_path.is_file() else {}
+    status = 0
+    for name in names:
+        held = held_root / name
+        held_out_model(directory, name, args.rounds, held)
+        print(f"{name}: held-out model in {held}", file=sys.stderr, flush=True)
+        if args.skip_same:
+            bargs.learned_model = str(held)
+            same.pop(name, None)
+            if found := same_rewrite(name, bargs):
+                same[name] = found
+                same_path.write_text(json.dumps(same, indent=1) + "\n")
+                print(f"{name}: the held-out model's rewrite is the roofline's: not timed", file=sys.stderr)
+                continue
+        variants = ["stock", *(["stock-aa"] if args.aa else []), "eqsat", LEARNED]
+        bench_argv = ["--models", name, "--variants", *variants, "--learned-model", str(held)]
+        status = max(status, benchmark.main([*bench_argv, *common]))
+    if bargs.tune_only:
+        return status
+    rows = tuned_rows(benchmark.read_rows(Path(args.out_dir) / f"{stem}.csv"))  # every model the file holds
+    rows = [r for r in rows if r["model"] not in same]  # timed earlier, found the same since
+    if not rows and not same:
+        print("no model has all three variants timed", file=sys.stderr)
+        return status or 1
+    sidecar_path = Path(args.out_dir) / f"{stem}.json"
+    sidecar = json.loads(sidecar_path.read_text()) if sidecar_path.is_file() else {"machine": {}, "date": ""}
+    command = "python scripts/held_out_e2e.py " + " ".join(shlex.quote(a) for a in argv)
+    key = f"held-out-e2e-{stem}"
+    when = sidecar["date"] or datetime.datetime.now(datetime.UTC).isoformat()
+    section = tuned_section(rows, stem, sidecar["machine"].get("machine") or "", command, when, same)
+    report = Path(args.report or directory / "GRAPH_REPORT.md")
+    put_first(report, key, section)
+    print(section)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=None, choices=sorted(models.MODELS), help="default: the suite")
     p.add_argument("--small", action="store_true", help="the reduced models")
     p.add_argument("--target", default="llvm", choices=["llvm"])
+    p.add_argument("--flow", default=FLOW, choices=["default", "tuned"])
+    p.add_argument("--tag", default="held-out", help="tuned flow: the benchmark's results files' suffix")
+    p.add_argument(
+        "--aa",
+        action="store_true",
+        help="tuned flow: time stock tuned again too (the A/A control; its kernels tuned if missing), "
+        "so that a model's floor holds the tuning lottery",
+    )
+    p.add_argument(
+        "--skip-same",
+        action="store_true",
+        help="tuned flow: run the pass with both cost models first and neither tune nor time a model "
+        "whose two rewrites are one module (it is listed as the same graph)",
+    )
+    p.add_argument(
+        "--held-dir",
+        default="~/.cache/tvm_eqsat/held-out",
+        help="tuned flow: where the held-out models are kept (a --tune-only run and the timing run share them)",
+    )
     p.add_argument("--repeat", type=int, default=15)
     p.add_argument("--min-ms", type=float, default=10.0)
     p.add_argument("--rounds", type=int, default=None, help="boosting rounds (default: xgb_model.ROUNDS)")
@@ -219,8 +395,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the graph report that gives these figures first (default cost_models/<target>/GRAPH_REPORT.md)",
     )
-    args = p.parse_args(argv)
+    args, passthrough = p.parse_known_args(argv)
     args.rounds = args.rounds or ROUNDS
+    if args.flow == "tuned":
+        return main_tuned(args, passthrough, list(sys.argv[1:] if argv is None else argv))
+    if passthrough:
+        p.error(f"unrecognized arguments: {' '.join(passthrough)} (the benchmark's options are for --flow tuned)")
     target = tvm.target.Target(args.target)
     if shipped_model_dir(target.kind.name, FLOW) is None:
         raise SystemExit(f"no {FLOW}-flow model shipped for {args.target}: nothing to hold out")

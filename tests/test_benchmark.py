@@ -439,3 +439,44 @@ def test_timing_days_compares_each_builds_median_over_the_days(tmp_path):
     assert "**1.176x** over 1 models" in text and "| model | day1 | day2 |" in text
     with pytest.raises(SystemExit, match="no such results file"):
         days.main([str(tmp_path / "missing.csv")])
+
+
+def test_eqsat_learned_runs_the_pass_with_the_learned_model_and_is_asked_for():
+    """``eqsat-learned`` is the pass with ``--learned-model`` instead of ``--cost-model`` (how
+    ``held_out_e2e.py --flow tuned`` times a held-out model beside the roofline); it is never a
+    default variant nor the headline's eqsat, and a module equal to eqsat's is not built twice."""
+    bench = load_script("benchmark")
+    assert bench.LEARNED not in bench.DEFAULT_VARIANTS and bench.LEARNED not in bench.EQSAT_VARIANTS
+    args = bench.parse_args(["--variants", "eqsat", bench.LEARNED, "--learned-model", "/models/held"])
+    assert args.variants == ["stock", "eqsat", bench.LEARNED]
+    assert bench.pass_options(args)["cost_model"] == "auto"
+    assert bench.pass_options(args, bench.LEARNED)["cost_model"] == "/models/held"
+    assert bench.parse_args([]).learned_model == "xgb"  # the shipped learned model by default
+    model = bench.models.SMALL["nasrnn"]()
+    target = bench.make_target("llvm", "sm_90", "generic")
+    same = bench.parse_args(["--cost-model", "roofline", "--learned-model", "roofline", "--flow", "tuned"])
+    built = {"eqsat": bench.make_variant("eqsat", model.mod, target, bench.pass_options(same))}
+    learned = bench.make_variant(bench.LEARNED, model.mod, target, bench.pass_options(same, bench.LEARNED))
+    assert learned.name == bench.LEARNED and learned.changed and learned.predicted_speedup > 1
+    assert bench._twin(learned, built, "tuned") == "eqsat"
+
+
+def test_the_learned_table_compares_each_model_with_eqsat_inside_its_floor():
+    bench = load_script("benchmark")
+
+    def row(ms, p10, p90, h, pred="1.2"):
+        return {"median_ms": str(ms), "p10_ms": str(p10), "p90_ms": str(p90), "module_hash": h, "notes": "",
+                "predicted_speedup": pred}  # fmt: skip
+
+    data = {
+        "a": {"stock": row(10, 9.8, 10.2, "s"), "eqsat": row(8, 7.9, 8.1, "x"), bench.LEARNED: row(6, 5.9, 6.1, "y")},
+        "b": {"stock": row(10, 9, 11, "s"), "eqsat": row(8, 7.9, 8.1, "x"), bench.LEARNED: row(8.4, 8, 9, "z")},
+        "c": {"stock": row(10, 9.8, 10.2, "s"), "eqsat": row(8, 7.9, 8.1, "x"), bench.LEARNED: row(8, 7.9, 8.1, "x")},
+        "d": {"stock": row(10, 9.8, 10.2, "s"), "eqsat": row(8, 7.9, 8.1, "x")},
+    }
+    lines = "\n".join(bench.learned_table(data))
+    assert "| a | 8 (1.2) | 6 (1.2) | no | 1.333x | ±2.0% |" in lines
+    assert "| b | 8 (1.2) | 8.4 (1.2) | no | 0.952x (within noise) | ±10.0% |" in lines
+    assert "| c | 8 (1.2) | 8 (1.2) | yes | 1.000x (within noise) |" in lines
+    assert "| d |" not in lines
+    assert bench.learned_table({"d": data["d"]}) == []

@@ -825,6 +825,10 @@ def test_a_cpus_own_tuned_model_is_preferred_and_its_code_is_read_from_its_metad
     with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
         cost.make_cost_model("xgb", "llvm", "tuned", cost.vector_bits(target), cost.target_cpu(target))
         assert not caplog.records  # its own code
+        # checking the pass's options, before a target is known, loads nothing and warns of nothing
+        # (it had warned that a directory's AVX-512 model met 128-bit code on every such target)
+        tvm_eqsat.make_options(cost_model=str(tmp_path / "llvm-skylake-avx512"))
+        assert not caplog.records
         cost.make_cost_model(str(tmp_path / "llvm-skylake-avx512"), "llvm", "tuned", 128)
     assert len(caplog.records) == 1 and "skylake-avx512 code (512-bit vectors)" in caplog.text
 
@@ -1768,3 +1772,37 @@ def test_an_nhwc_conv_costs_its_kinds_measured_ratio_of_the_nchw_one(monkeypatch
     assert cost.layout_kind((6, 1), (4, 1), 64, 1, 56 * 14) is None  # a Winograd input transform
     assert cost.layout_kind((3, 3), (1, 1), 32, 4, 56 * 56) is None  # grouped, not depthwise
     assert cost.layout_class("Matmul", (), (), None) is None
+
+
+def test_the_tuned_held_out_summary_says_which_rewrite_ran_faster():
+    """``held_out_e2e.py --flow tuned`` reads the benchmark's rows: per model the held-out
+    model's rewrite (eqsat-learned) against the roofline's (eqsat), a difference inside the
+    model's noise floor is no verdict, and the same module is the same graph."""
+    script = load_script("held_out_e2e")
+
+    def row(model, variant, ms, h, p=(0.99, 1.01), pred="1.1"):
+        return {"model": model, "variant": variant, "median_ms": str(ms), "p10_ms": str(ms * p[0]),
+                "p90_ms": str(ms * p[1]), "speedup_vs_stock": str(10 / ms), "predicted_speedup": pred,
+                "max_rel_diff": "1e-7", "changes": "", "module_hash": h, "notes": ""}  # fmt: skip
+
+    csv_rows = [
+        *(row("a", v, ms, h) for v, ms, h in (("stock", 10, "s"), ("eqsat", 8, "r"), ("eqsat-learned", 6, "l"))),
+        *(row("b", v, ms, h) for v, ms, h in (("stock", 10, "s"), ("eqsat", 6, "r"), ("eqsat-learned", 8, "l"))),
+        *(row("c", v, ms, h) for v, ms, h in (("stock", 10, "s"), ("eqsat", 8, "r"), ("eqsat-learned", 8.05, "l"))),
+        *(row("d", v, ms, h) for v, ms, h in (("stock", 10, "s"), ("eqsat", 8, "r"), ("eqsat-learned", 8, "r"))),
+        row("e", "stock", 10, "s"),  # no held-out row: not a model of this evaluation
+        *(row("f", v, ms, h) for v, ms, h in (("stock", 10, "s"), ("stock-aa", 8, "a"), ("eqsat", 8, "r"))),
+        row("f", "eqsat-learned", 7, "l"),  # 1.14x faster, inside the A/A control's 1.25x
+    ]
+    rows = {r["model"]: r for r in script.tuned_rows(csv_rows)}
+    assert list(rows) == ["a", "b", "c", "d", "f"]
+    assert rows["f"]["aa"] and rows["f"]["floor"] == pytest.approx(0.25) and rows["f"]["verdict"] == "within noise"
+    assert [rows[m]["verdict"] for m in "abcd"] == ["held out better", "roofline better", "within noise", "same graph"]
+    assert rows["a"]["held_out_vs_roofline"] == pytest.approx(8 / 6) and rows["a"]["floor"] == pytest.approx(0.01)
+    assert not rows["a"]["aa"] and rows["a"]["held_out"]["speedup"] == pytest.approx(10 / 6)
+    same = {"g": {"module_hash": "h", "roofline_predicted": 1.5, "held_out_predicted": 1.25}}  # not timed
+    text = script.tuned_section(list(rows.values()), "llvm-x-tuned-held-out", "CPU", "cmd", "2026-12-07T00:00", same)
+    assert "| g | not timed (1.250x) | not timed (1.500x) | yes | 1.000x (same graph) | - |" in text
+    assert "on 1 more the held-out model chose the roofline's graph" in text
+    assert "| a | 1.667x (1.100x) | 1.250x (1.100x) | no | 1.333x (held out better) | ±1.0% (no A/A) |" in text
+    assert "of the 5 models timed: **held out 1." in text and "| ±25.0% |" in text

@@ -713,8 +713,15 @@ def make_cost_model(spec: str, target_kind: str, flow: str = "tuned", simd_bits:
             return RooflineCostModel(target_kind, flow, simd_bits, mcpu)
         _warn_if_other_code(directory, target_kind, simd_bits)
         return LearnedCostModel(KernelModel.load(directory), target_kind, flow, simd_bits, mcpu)
+    path = model_directory(spec)
+    _warn_if_other_code(path, target_kind, simd_bits)
+    return LearnedCostModel(KernelModel.load(path), target_kind, flow, simd_bits, mcpu)
+
+
+def model_directory(spec: str) -> Path:
+    """The directory a ``cost_model`` that names no model holds its learned model in; a
+    ValueError where it holds none (the pass's option check, before any target is known)."""
     path = Path(spec)
     if path.is_dir() and (path / "model.json").is_file():
-        _warn_if_other_code(path, target_kind, simd_bits)
-        return LearnedCostModel(KernelModel.load(path), target_kind, flow, simd_bits, mcpu)
+        return path
     raise ValueError(f"cost_model={spec!r}: expected one of {COST_MODELS} or a directory with model.json")

@@ -100,7 +100,7 @@ def make_options(**options: Any) -> Options:
     if not isinstance(opts.cost_model, str):
         raise ValueError(f"cost_model must be a name or a directory path, got {opts.cost_model!r}")
     if opts.cost_model not in cost_mod.COST_MODELS:
-        cost_mod.make_cost_model(opts.cost_model, "llvm")  # raises for a path without a model
+        cost_mod.model_directory(opts.cost_model)  # raises for a path without a model (no target yet: no load)
     for name in ("speed_check", "validate", "fold_weights", "fold_constants"):
         if not isinstance(getattr(opts, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(opts, name)!r}")
