@@ -820,6 +820,13 @@ def learned_table(data: dict[str, dict[str, dict]]) -> list[str]:
             f"{float(le['median_ms']):.4g} ({le['predicted_speedup'] or '-'}) | {'yes' if same else 'no'} | "
             f"{ratio:.3f}x{' (within noise)' if abs(ratio - 1) <= floor else ''} | ±{100 * floor:.1f}% |"
         )
+    changed = [
+        f"- {m}: {vs[LEARNED].get('changes') or 'nothing'}"
+        for m, vs in pairs.items()
+        if vs[LEARNED].get("module_hash") != vs["eqsat"].get("module_hash")
+    ]
+    if changed:
+        lines += ["", f"What {LEARNED} changed, where its module is not eqsat's:", "", *changed]
     return lines
 
 

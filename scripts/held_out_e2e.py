@@ -265,8 +265,8 @@ def tuned_section(rows: list[dict], stem: str, machine: str, command: str, date:
             "Per model, the pass ran with a model trained without that model's kernels (its rows and "
             'measurements left out) and with the roofline, which `cost_model="auto"` uses for the tuned '
             f"flow; each rewrite's kernels tuned, all timed in the same run, {machine} "
-            f"(`{command}`). Floor: the model's noise floor (stock's p10-p90 half-spread, and its "
-            "A/A control where tuned).",
+            f"(last command: `{command}`; each model's in the results file's sidecar). Floor: the model's "
+            "noise floor (stock's p10-p90 half-spread, and its A/A control where tuned).",
             "",
             "| model | held out: speedup (predicted) | roofline: speedup (predicted) | same graph | "
             "held out vs roofline | floor |",
@@ -357,6 +357,8 @@ def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
     when = sidecar["date"] or datetime.datetime.now(datetime.UTC).isoformat()
     section = tuned_section(rows, stem, sidecar["machine"].get("machine") or "", command, when, same)
     report = Path(args.report or directory / "GRAPH_REPORT.md")
+    if not report.exists():  # the first section of a model's report: under a title of its own
+        report.write_text(f"# Graph-level accuracy ({directory.name})\n")
     put_first(report, key, section)
     print(section)
     return status

@@ -479,4 +479,5 @@ def test_the_learned_table_compares_each_model_with_eqsat_inside_its_floor():
     assert "| b | 8 (1.2) | 8.4 (1.2) | no | 0.952x (within noise) | ±10.0% |" in lines
     assert "| c | 8 (1.2) | 8 (1.2) | yes | 1.000x (within noise) |" in lines
     assert "| d |" not in lines
+    assert "- a: nothing" in lines and "- c:" not in lines  # what it changed, where not eqsat's module
     assert bench.learned_table({"d": data["d"]}) == []
