@@ -797,6 +797,14 @@ def best_stock_table(data: dict[str, dict[str, dict]], tuned: bool = False) -> l
     return lines
 
 
+def learned_vs_eqsat(vs: dict[str, dict]) -> tuple[float, float, bool]:
+    """One model's eqsat median over its eqsat-learned median, the model's noise floor, and
+    whether the two rewrites are one module."""
+    eq, le = vs["eqsat"], vs[LEARNED]
+    same = le.get("module_hash") == eq.get("module_hash")
+    return float(eq["median_ms"]) / float(le["median_ms"]), noise_floor(vs), same
+
+
 def learned_table(data: dict[str, dict[str, dict]]) -> list[str]:
     """Where the ``eqsat-learned`` variant ran: its time against eqsat's, the same run (empty
     otherwise).  Inside the model's noise floor neither cost model chose better."""
@@ -813,17 +821,14 @@ def learned_table(data: dict[str, dict[str, dict]]) -> list[str]:
     ]
     for model, vs in pairs.items():
         eq, le = vs["eqsat"], vs[LEARNED]
-        ratio, floor = float(eq["median_ms"]) / float(le["median_ms"]), noise_floor(vs)
-        same = le.get("module_hash") == eq.get("module_hash")
+        ratio, floor, same = learned_vs_eqsat(vs)
         lines.append(
             f"| {model} | {float(eq['median_ms']):.4g} ({eq['predicted_speedup'] or '-'}) | "
             f"{float(le['median_ms']):.4g} ({le['predicted_speedup'] or '-'}) | {'yes' if same else 'no'} | "
             f"{ratio:.3f}x{' (within noise)' if abs(ratio - 1) <= floor else ''} | ±{100 * floor:.1f}% |"
         )
     changed = [
-        f"- {m}: {vs[LEARNED].get('changes') or 'nothing'}"
-        for m, vs in pairs.items()
-        if vs[LEARNED].get("module_hash") != vs["eqsat"].get("module_hash")
+        f"- {m}: {vs[LEARNED].get('changes') or 'nothing'}" for m, vs in pairs.items() if not learned_vs_eqsat(vs)[2]
     ]
     if changed:
         lines += ["", f"What {LEARNED} changed, where its module is not eqsat's:", "", *changed]

@@ -222,8 +222,7 @@ def tuned_rows(csv_rows: list[dict]) -> list[dict]:
         if not {"stock", "eqsat", LEARNED} <= set(vs):
             continue
         stock, roof, held = vs["stock"], vs["eqsat"], vs[LEARNED]
-        ratio, floor = float(roof["median_ms"]) / float(held["median_ms"]), benchmark.noise_floor(vs)
-        same = roof["module_hash"] == held["module_hash"]
+        ratio, floor, same = benchmark.learned_vs_eqsat(vs)
         if same:
             word = "same graph"
         elif abs(ratio - 1) <= floor:
