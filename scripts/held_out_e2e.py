@@ -331,14 +331,16 @@ def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
         held = held_root / name
         held_out_model(directory, name, args.rounds, held)
         print(f"{name}: held-out model in {held}", file=sys.stderr, flush=True)
-        if args.skip_same:
-            bargs.learned_model = str(held)
-            same.pop(name, None)
-            if found := same_rewrite(name, bargs):
-                same[name] = found
-                same_path.write_text(json.dumps(same, indent=1) + "\n")
-                print(f"{name}: the held-out model's rewrite is the roofline's: not timed", file=sys.stderr)
-                continue
+        bargs.learned_model = str(held)
+        found = same_rewrite(name, bargs) if args.skip_same else None
+        listed = same.pop(name, None)  # a model timed now is no longer listed as the same graph
+        if found:
+            same[name] = found
+        if found or listed:
+            same_path.write_text(json.dumps(same, indent=1) + "\n")
+        if found:
+            print(f"{name}: the held-out model's rewrite is the roofline's: not timed", file=sys.stderr)
+            continue
         variants = ["stock", *(["stock-aa"] if args.aa else []), "eqsat", LEARNED]
         bench_argv = ["--models", name, "--variants", *variants, "--learned-model", str(held)]
         status = max(status, benchmark.main([*bench_argv, *common]))

@@ -1806,3 +1806,38 @@ def test_the_tuned_held_out_summary_says_which_rewrite_ran_faster():
     assert "on 1 more the held-out model chose the roofline's graph" in text
     assert "| a | 1.667x (1.100x) | 1.250x (1.100x) | no | 1.333x (held out better) | ±1.0% (no A/A) |" in text
     assert "of the 5 models timed: **held out 1." in text and "| ±25.0% |" in text
+
+
+def test_a_model_timed_again_leaves_the_same_graph_list(tmp_path, monkeypatch):
+    """``held_out_e2e.py --flow tuned``: a model an earlier ``--skip-same`` run listed as the
+    roofline's graph, then timed (without it), is reported from its rows, not hidden as listed."""
+    import json
+
+    script = load_script("held_out_e2e")
+    monkeypatch.setattr(script, "held_out_model", lambda *a, **k: None)
+    monkeypatch.setattr(script.benchmark, "main", lambda argv: 0)  # its rows are already in the file
+    rows = [("stock", 10, "s"), ("eqsat", 8, "r"), ("eqsat-learned", 6, "l")]
+    with open(tmp_path / "llvm-tuned-held-out.csv", "w") as f:
+        f.write(
+            "model,variant,median_ms,p10_ms,p90_ms,speedup_vs_stock,predicted_speedup,max_rel_diff,changes,module_hash,notes\n"
+        )
+        f.writelines(f"a,{v},{ms},{ms * 0.99},{ms * 1.01},{10 / ms},1.1,0,,{h},\n" for v, ms, h in rows)
+    listed = tmp_path / "held-out-e2e-llvm-tuned-held-out-same.json"
+    listed.write_text(json.dumps({"a": {"module_hash": "r", "roofline_predicted": 1.1, "held_out_predicted": 1.1}}))
+    report = tmp_path / "R.md"
+    argv = [
+        "--flow",
+        "tuned",
+        "--models",
+        "a",
+        "--mcpu",
+        "generic",
+        "--out-dir",
+        str(tmp_path),
+        "--report",
+        str(report),
+    ]
+    monkeypatch.setattr(script.models, "MODELS", {**script.models.MODELS, "a": None})
+    assert script.main([*argv, "--held-dir", str(tmp_path / "held")]) == 0
+    assert json.loads(listed.read_text()) == {}
+    assert "| a | 1.667x (1.100x) | 1.250x (1.100x) | no | 1.333x (held out better) |" in report.read_text()
