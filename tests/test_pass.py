@@ -11,6 +11,7 @@ from tvm import relax, tirx
 from tvm.relax import op as R
 
 from tvm_eqsat import EqSatPass, optimize, pipeline
+from tvm_eqsat import transform as eqsat_transform
 from tvm_eqsat.family_defaults import miscompile_risk
 from tvm_eqsat.rules import load_library
 
@@ -576,9 +577,10 @@ def test_nchwc_never_returns_a_kernel_the_loop_vectorizer_miscompiles(caplog, ta
     """TVM 0.27's LLVM loop vectorizer miscompiles some of nchwc's fused layout copies in AVX2
     code (Inception-v3's tuned build computed garbage).  For a target at risk
     (``miscompile_risk``), a block whose extracted graph unblocks and blocks again in one kernel
-    is extracted again without blocked regions, and the pass says so, naming the option that
-    avoids the miscompile; with that option the blocked graph is kept; a block without such
-    kernels is left as extracted, in silence."""
+    is extracted again without the blockings that blocked again, and the pass says so, naming
+    the option that avoids the miscompile; the rest stays blocked (here the first conv, whose
+    output the concat unblocked); with that option the blocked graph is kept; a block without
+    such kernels is left as extracted, in silence."""
     for mod, reblocks in ((_reblock_module(), True), (_conv_chain_module(), False)):
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
@@ -591,4 +593,20 @@ def test_nchwc_never_returns_a_kernel_the_loop_vectorizer_miscompiles(caplog, ta
         # returned only where the target is not at risk; there, the roofline picks the blocked form
         assert (made > 0) == (reblocks and "nchwc" in rules and not at_risk), main.changes
         if at_risk and reblocks:
-            assert main.census_after.get("conv2d NCHW16c", 0) == 0, main.changes
+            assert main.census_after.get("conv2d NCHW16c", 0) == 1, main.changes
+
+
+def test_a_block_that_blocks_again_after_every_round_is_extracted_without_blocked_regions(monkeypatch, caplog):
+    """Where pricing out the blockings that blocked again does not end in a graph free of
+    such kernels within REBLOCK_ROUNDS rounds, the pass extracts the block with no
+    blocking at all, and says so."""
+    monkeypatch.setattr(eqsat_transform, "REBLOCK_ROUNDS", 0)
+    with caplog.at_level(logging.WARNING, logger="tvm_eqsat"):
+        _, report = optimize(
+            _reblock_module(), {"kind": "llvm", "mcpu": "znver3"}, rules=["nchwc", "conv"], cost_model="roofline"
+        )
+    main = report.functions["main"]
+    assert main.reextracted == 1
+    assert any("without channel-blocked regions" in r.getMessage() for r in caplog.records)
+    assert main.census_after.get("fused reblock", 0) == 0
+    assert main.census_after.get("conv2d NCHW16c", 0) == 0, main.changes

@@ -603,6 +603,12 @@ def choice_to_graph(snap: Snapshot, choice: dict[int, ENode], original: TensorGr
     return original.with_nodes(nodes, [(var, made[snap.root_of[nid]]) for var, nid in original.outputs])
 
 
+def chosen_enodes(snap: Snapshot, choice: dict[int, ENode], original: TensorGraph) -> list[tuple[int, ENode]]:
+    """(e-class, e-node) of each node of ``choice_to_graph``'s graph, by node id: where a
+    node of the extracted graph came from in the e-graph."""
+    return [(c, choice[c]) for c in _chosen_classes(snap, choice, original)]
+
+
 def rewrite_sites(snap: Snapshot, choice: dict[int, ENode], original: TensorGraph) -> list[tuple[int, int]]:
     """(original node, node of ``choice_to_graph``'s graph) for each e-class that both
     graphs compute but where the choice is another e-node than the original's (another

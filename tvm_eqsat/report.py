@@ -19,8 +19,9 @@ class FunctionReport:
     blocks: int = 0  # dataflow blocks optimised
     iterations: int = 0
     constants_folded: int = 0  # constants the pass computed (fold.py), each for a weight-only subgraph TVM would fold
-    # blocks extracted again without NCHW16c regions: their first graph held kernels that unblock and
-    # block again, which this target's LLVM may miscompile (family_defaults.miscompile_risk)
+    # extractions done again because the graph held kernels that unblock NCHW16c data and block it
+    # again, which this target's LLVM may miscompile (family_defaults.miscompile_risk): one per round
+    # that priced out the blockings at fault, one more if the last went without any blocking
     reextracted: int = 0
     stop_reason: str = ""
     rules_applied: dict[str, int] = field(default_factory=dict)

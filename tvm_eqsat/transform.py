@@ -24,7 +24,7 @@ from . import te_ops
 from .alarms import diagnose
 from .describe import census
 from .egraph import EGraphError, SoundnessAlarm, TensorEGraph
-from .extract import EXTRACTORS, choice_to_graph, dag_cost, extract, rewrite_sites, snapshot_node_cost
+from .extract import EXTRACTORS, choice_to_graph, chosen_enodes, dag_cost, extract, rewrite_sites, snapshot_node_cost
 from .family_defaults import miscompile_risk, off_by_default
 from .fold import Folded, fold_constants
 from .fusion import fused_reblocks, splits_to_slices
@@ -229,25 +229,8 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
                 for n in nodes
             ]
         )
-    # the ILP may use what growth left, less a margin for its own overshoot and the rebuild
-    budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
     node_cost = snapshot_node_cost(snap, ctx.cost, roots)
-    new_graph, sites = _extracted(snap, roots, node_cost, graph, ctx.opts.extractor, budget, force)
-    reblocks = len(fused_reblocks(new_graph)) if ctx.risk else 0
-    if reblocks:  # never return the kernels LLVM miscompiles here: the block without NCHW16c regions
-        log.warning(
-            "the extracted graph held %d kernel(s) that unblock NCHW16c data and block it again, and %s: "
-            "extracted again without channel-blocked regions",
-            reblocks,
-            ctx.risk,
-        )
-        report.reextracted += 1
-
-        def unblocked_cost(cls: int, node) -> float:
-            return math.inf if node.op == "ToBlocked" and not snap.is_const[cls] else node_cost(cls, node)
-
-        budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
-        new_graph, sites = _extracted(snap, roots, unblocked_cost, graph, ctx.opts.extractor, budget, force)
+    new_graph, sites = _extracted_safely(snap, roots, node_cost, graph, ctx, report, force)
     before, after = dag_cost(graph, ctx.cost), dag_cost(new_graph, ctx.cost)
     report.add_seconds("extract", time.perf_counter() - t)
 
@@ -267,14 +250,70 @@ def _optimize_block(graph: TensorGraph, ctx: _Context, report: FunctionReport, f
     return BlockResult(None, before, before, graph)
 
 
+# how many times a block at risk is extracted again with the blockings that made its last
+# extraction's reblocking kernels priced out, before it is extracted without any blocking
+REBLOCK_ROUNDS = 6
+
+
+def _extracted_safely(snap, roots, node_cost, graph: TensorGraph, ctx: _Context, report: FunctionReport, force: bool):
+    """``_extracted``, never with a kernel that unblocks NCHW16c data and blocks it again
+    where the target is at risk (``ctx.risk``): LLVM miscompiles some.  Each round prices
+    out the e-nodes that blocked again in the last extraction, which keeps the block's other
+    blocked regions; after REBLOCK_ROUNDS, every blocking is priced out."""
+
+    def run(cost):
+        # the ILP may use what growth left, less a margin for its own overshoot and the rebuild
+        budget = max(1.0, 0.9 * (ctx.deadline - time.monotonic()))
+        return _extracted(snap, roots, cost, graph, ctx.opts.extractor, budget, force)
+
+    new_graph, sites, enodes = run(node_cost)
+    reblocks = fused_reblocks(new_graph) if ctx.risk else []
+    if not reblocks:
+        return new_graph, sites
+    log.warning(
+        "the extracted graph held %d kernel(s) that unblock NCHW16c data and block it again, and %s: "
+        "extracted again without them",
+        len(reblocks),
+        ctx.risk,
+    )
+    priced_out: set[tuple[int, Any]] = set()
+
+    def cost_without(cls: int, node) -> float:
+        return math.inf if (cls, node) in priced_out else node_cost(cls, node)
+
+    rounds = 0
+    while rounds < REBLOCK_ROUNDS:
+        fresh = {enodes[nid] for nid in reblocks} - priced_out
+        if not fresh:
+            break
+        priced_out |= fresh
+        rounds += 1
+        report.reextracted += 1
+        new_graph, sites, enodes = run(cost_without)
+        reblocks = fused_reblocks(new_graph)
+        if not reblocks:
+            return new_graph, sites
+    log.warning(
+        "after %d round(s) the graph still held such kernels: extracted without channel-blocked regions", rounds
+    )
+    report.reextracted += 1
+
+    def unblocked_cost(cls: int, node) -> float:
+        return math.inf if node.op == "ToBlocked" and not snap.is_const[cls] else node_cost(cls, node)
+
+    new_graph, sites, _ = run(unblocked_cost)
+    return new_graph, sites
+
+
 def _extracted(snap, roots, node_cost, graph: TensorGraph, extractor: str, budget: float, force: bool):
-    """(the cheapest graph under ``node_cost``, its rewrite sites)."""
+    """(the cheapest graph under ``node_cost``, its rewrite sites, the (e-class, e-node) of
+    each of its nodes)."""
     choice = extract(snap, roots, node_cost, extractor, budget)
     new_graph = choice_to_graph(snap, choice, graph)
     sites = rewrite_sites(snap, choice, graph)  # (splits_to_slices keeps node ids)
     if not force:  # (force: the roundtrip, a check of the conversions alone)
         new_graph = splits_to_slices(new_graph)  # the form TVM fuses better, where it is
-    return new_graph, sites
+    return new_graph, sites, chosen_enodes(snap, choice, graph)
 
 
 class RewriteRejected(Exception):
