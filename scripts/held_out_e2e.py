@@ -21,6 +21,10 @@ eqsat-learned (``--learned-model``: the held-out model), passing on the benchmar
 
     python scripts/held_out_e2e.py --flow tuned --models squeezenet resnet50 --mcpu znver3 \
         --trials 32 --cold-cache --repeat 20 [--rules ...] [--tune-only]
+
+Whether each decision was right (``--decisions``, same options; nothing tuned, no model timed):
+per rewrite, its conv kernels whose conv was tuned in more than one layout, and how many run in
+the fastest, by the tuner's records or, with ``--retime 15``, each kernel timed afresh.
 """
 
 from __future__ import annotations
@@ -41,11 +45,17 @@ from scipy.stats import gmean
 import tvm_eqsat
 from tvm_eqsat import models, provenance, timing, tune
 from tvm_eqsat.cost import shipped_model_dir
+from tvm_eqsat.graph import module_graphs
+from tvm_eqsat.harvest import Harvested, harvest
+from tvm_eqsat.harvest import retime as retime_kernels
+from tvm_eqsat.measure import kernel_workloads
 from tvm_eqsat.verify import output_diffs, wrong_builds_status
 from tvm_eqsat.xgb_model import (
     ROUNDS,
     KernelModel,
+    decision_counts,
     extrapolation,
+    layout_decisions,
     load_dataset,
     load_elementwise,
     measured_table,
@@ -253,54 +263,103 @@ def tuned_rows(csv_rows: list[dict]) -> list[dict]:
     return out
 
 
-def tuned_section(rows: list[dict], stem: str, machine: str, command: str, date: str, same: dict | None = None) -> str:
+def tuned_section(
+    rows: list[dict],
+    stem: str,
+    machine: str,
+    command: str,
+    date: str,
+    same: dict | None = None,
+    decisions: dict | None = None,
+) -> str:
     """The tuned flow's out-of-sample figures, for the top of the shipped model's graph report;
-    ``same``: the models whose held-out rewrite was the roofline's (``same_rewrite``), not timed."""
+    ``same``: the models whose held-out rewrite was the roofline's (``same_rewrite``), not timed;
+    ``decisions``: each model's layout decisions per rewrite (``layout_choices``)."""
     same = same or {}
-    return "\n".join(
-        [
-            f"## Out of sample, end to end: tuned flow (`{stem}.md`, {date[:10]})",
-            "",
-            "Per model, the pass ran with a model trained without that model's kernels (its rows and "
-            'measurements left out) and with the roofline, which `cost_model="auto"` uses for the tuned '
-            f"flow; each rewrite's kernels tuned, all timed in the same run, {machine} "
-            f"(last command: `{command}`; each model's in the results file's sidecar). Floor: the model's "
-            "noise floor (stock's p10-p90 half-spread, and its A/A control where tuned).",
-            "",
-            "| model | held out: speedup (predicted) | roofline: speedup (predicted) | same graph | "
-            "held out vs roofline | floor |",
-            "|---|---|---|---|---|---|",
-            *(
-                f"| {r['model']} | {r['held_out']['speedup']:.3f}x ({r['held_out']['predicted_speedup']:.3f}x) | "
-                f"{r['roofline']['speedup']:.3f}x ({r['roofline']['predicted_speedup']:.3f}x) | "
-                f"{'yes' if r['same_graph'] else 'no'} | {r['held_out_vs_roofline']:.3f}x ({r['verdict']}) | "
-                f"±{100 * r['floor']:.1f}%{'' if r['aa'] else ' (no A/A)'} |"
-                for r in rows
-            ),
-            *(
-                f"| {m} | not timed ({d['held_out_predicted']:.3f}x) | not timed ({d['roofline_predicted']:.3f}x) | "
-                "yes | 1.000x (same graph) | - |"
-                for m, d in same.items()
-            ),
-            "",
-            (
-                f"Geometric mean over stock of the {len(rows)} models timed: **held out "
-                f"{gmean([r['held_out']['speedup'] for r in rows]):.3f}x**, roofline "
-                f"{gmean([r['roofline']['speedup'] for r in rows]):.3f}x"
-                if rows
-                else "No model timed"
-            )
-            + (f"; on {len(same)} more the held-out model chose the roofline's graph." if same else "."),
-        ]
+    return "\n".join([*_timed_lines(rows, stem, machine, command, date, same), *_decision_lines(decisions or {})])
+
+
+def _decision_lines(decisions: dict) -> list[str]:
+    """The layout decisions of each rewrite, counted against the measured kernels."""
+    if not decisions:
+        return []
+
+    def cell(d: dict) -> str:
+        return f"{d['fastest']} of {d['convs']} ({d['lost_us'] / 1000:.2f} ms lost)" if d["convs"] else "no such conv"
+
+    def times(d: dict) -> str:
+        return f"afresh, {d['retime']} samples" if d.get("retime") else "records"
+
+    return [
+        "",
+        "Layout decisions, kernel by kernel (`held_out_e2e.py --decisions`): of each rewrite's conv kernels "
+        "(Winograd's transforms, grouped convs, among them) whose conv was tuned in more than one layout "
+        "(NCHW, NHWC, NCHW16c), how many run in the layout "
+        "measured fastest, and the kernel time the others lose to it (the shipped dataset's times, the "
+        "tuning database's for a kernel it lacks; layout copies not counted). Times: the tuner's records "
+        "(a record taken while another process ran is long, and one long record makes a large loss), or "
+        "each kernel built with its tuned schedule and timed afresh (`--retime`); either way one 32-trial "
+        "tuning per kernel, whose lottery decides close pairs.",
+        "",
+        "| model | held out: fastest layout | roofline: fastest layout | times |",
+        "|---|---|---|---|",
+        *(f"| {m} | {cell(d['held_out'])} | {cell(d['roofline'])} | {times(d)} |" for m, d in decisions.items()),
+    ]
+
+
+def _timed_lines(rows: list[dict], stem: str, machine: str, command: str, date: str, same: dict) -> list[str]:
+    """The timed models' table and geometric means."""
+    return [
+        f"## Out of sample, end to end: tuned flow (`{stem}.md`, {date[:10]})",
+        "",
+        "Per model, the pass ran with a model trained without that model's kernels (its rows and "
+        'measurements left out) and with the roofline, which `cost_model="auto"` uses for the tuned '
+        f"flow; each rewrite's kernels tuned, all timed in the same run, {machine} "
+        f"(last command: `{command}`; each model's in the results file's sidecar). Floor: the model's "
+        "noise floor (stock's p10-p90 half-spread, and its A/A control where tuned).",
+        "",
+        "| model | held out: speedup (predicted) | roofline: speedup (predicted) | same graph | "
+        "held out vs roofline | floor |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {r['model']} | {r['held_out']['speedup']:.3f}x ({r['held_out']['predicted_speedup']:.3f}x) | "
+            f"{r['roofline']['speedup']:.3f}x ({r['roofline']['predicted_speedup']:.3f}x) | "
+            f"{'yes' if r['same_graph'] else 'no'} | {r['held_out_vs_roofline']:.3f}x ({r['verdict']}) | "
+            f"±{100 * r['floor']:.1f}%{'' if r['aa'] else ' (no A/A)'} |"
+            for r in rows
+        ),
+        *(
+            f"| {m} | not timed ({d['held_out_predicted']:.3f}x) | not timed ({d['roofline_predicted']:.3f}x) | "
+            "yes | 1.000x (same graph) | - |"
+            for m, d in same.items()
+        ),
+        "",
+        (
+            f"Geometric mean over stock of the {len(rows)} models timed: **held out "
+            f"{gmean([r['held_out']['speedup'] for r in rows]):.3f}x**, roofline "
+            f"{gmean([r['roofline']['speedup'] for r in rows]):.3f}x"
+            if rows
+            else "No model timed"
+        )
+        + (f"; on {len(same)} more the held-out model chose the roofline's graph." if same else "."),
+    ]
+
+
+def rewrites(name: str, bargs) -> tuple[benchmark.Variant, benchmark.Variant]:
+    """``name`` rewritten by the pass with the roofline (eqsat) and with the held-out model
+    (``bargs.learned_model``), as the benchmark runs them."""
+    model = (models.SMALL if bargs.small else models.MODELS)[name]()
+    target = benchmark.make_target(bargs.target, bargs.arch, bargs.mcpu)
+    roof, held = (
+        benchmark.make_variant(v, model.mod, target, benchmark.pass_options(bargs, v)) for v in ("eqsat", LEARNED)
     )
+    return roof, held
 
 
 def same_rewrite(name: str, bargs) -> dict | None:
     """Where the held-out model (``bargs.learned_model``) rewrites ``name`` as the roofline does
     (one module: nothing to tune or time), the module's hash and both predicted speedups; else None."""
-    model = (models.SMALL if bargs.small else models.MODELS)[name]()
-    target = benchmark.make_target(bargs.target, bargs.arch, bargs.mcpu)
-    vs = [benchmark.make_variant(v, model.mod, target, benchmark.pass_options(bargs, v)) for v in ("eqsat", LEARNED)]
+    vs = rewrites(name, bargs)
     hashes = {module_hash(v.mod) for v in vs}
     if len(hashes) > 1:
         return None
@@ -309,6 +368,43 @@ def same_rewrite(name: str, bargs) -> dict | None:
         "roofline_predicted": vs[0].predicted_speedup,
         "held_out_predicted": vs[1].predicted_speedup,
     }
+
+
+def layout_choices(name: str, bargs, samples, work_dir: str, retime: int = 0, fresh: dict | None = None) -> dict:
+    """Per rewrite of ``name`` (the roofline's, the held-out model's): its layout decisions
+    counted against the measured kernels (``xgb_model.decision_counts``): ``samples``, the
+    shipped dataset's tuned kernels, else the tuning database in ``work_dir`` for a chosen
+    kernel the dataset lacks (the held-out rewrites' own).  ``retime``: each kernel of a
+    decision built with its tuned schedule and timed afresh, ``retime`` samples, instead of its
+    record (a record taken while another process ran is long); ``fresh`` keeps those times by
+    kernel, so a kernel is timed once."""
+    target = benchmark.make_target(bargs.target, bargs.arch, bargs.mcpu)
+    fresh = {} if fresh is None else fresh
+    out = {}
+    for key, variant in zip(("roofline", "held_out"), rewrites(name, bargs), strict=True):
+        tuned = {h.workload.key(): h.median_us for h in harvest(work_dir, [variant.mod], target)}
+        kernels = [w for graph in module_graphs(variant.mod) for w in kernel_workloads(graph)]
+        decisions = layout_decisions(kernels, samples, lambda w: tuned.get(w.key()))
+        if retime:
+            decisions = _timed_afresh(decisions, work_dir, target, retime, fresh)
+        out[key] = decision_counts(decisions)
+    return out
+
+
+def _timed_afresh(decisions: list[dict], work_dir: str, target, repeat: int, fresh: dict) -> list[dict]:
+    """``decisions`` with their kernels' fresh times (``harvest.retime``, the kernels not in
+    ``fresh`` yet, in one batch), less those whose chosen kernel, or every other, failed to
+    build or run."""
+    todo = {w.key(): w for d in decisions for w in d["kernels"].values() if w.key() not in fresh}
+    if todo:
+        timed = retime_kernels([Harvested(w, 0.0, 0) for w in todo.values()], work_dir, target, repeat, progress=True)
+        fresh.update({h.workload.key(): None if m is None else m.median_us for h, m in timed})
+    out = []
+    for d in decisions:
+        us = {layout: fresh[w.key()] for layout, w in d["kernels"].items() if fresh[w.key()] is not None}
+        if d["layout"] in us and len(us) > 1:
+            out.append({**d, "us": us})
+    return out
 
 
 def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
@@ -327,11 +423,26 @@ def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
     same_path = Path(args.out_dir) / f"held-out-e2e-{stem}-same.json"
     same = json.loads(same_path.read_text()) if same_path.is_file() else {}
     status = 0
+    decisions_path = Path(args.out_dir) / f"held-out-e2e-{stem}-decisions.json"
+    decisions = json.loads(decisions_path.read_text()) if decisions_path.is_file() else {}
+    fresh_path = Path(args.out_dir) / f"held-out-e2e-{stem}-fresh.json"  # --retime's times, by kernel
+    fresh = json.loads(fresh_path.read_text()) if args.retime and fresh_path.is_file() else {}
+    samples = load_dataset(directory / "dataset.csv", flow="tuned") if args.decisions else []
+    work_dir = bargs.work_dir or benchmark.default_work_dir(benchmark.target_name(bargs))
     for name in names:
         held = held_root / name
         held_out_model(directory, name, args.rounds, held)
         print(f"{name}: held-out model in {held}", file=sys.stderr, flush=True)
         bargs.learned_model = str(held)
+        if args.decisions:  # counted from the measured kernels: nothing tuned or the models timed
+            decisions[name] = {
+                **layout_choices(name, bargs, samples, work_dir, args.retime, fresh),
+                "retime": args.retime,
+            }
+            decisions_path.write_text(json.dumps(decisions, indent=1) + "\n")
+            if args.retime:
+                fresh_path.write_text(json.dumps(fresh) + "\n")
+            continue
         found = same_rewrite(name, bargs) if args.skip_same else None
         listed = same.pop(name, None)  # a model timed now is no longer listed as the same graph
         if found:
@@ -344,7 +455,7 @@ def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
         variants = ["stock", *(["stock-aa"] if args.aa else []), "eqsat", LEARNED]
         bench_argv = ["--models", name, "--variants", *variants, "--learned-model", str(held)]
         status = max(status, benchmark.main([*bench_argv, *common]))
-    if bargs.tune_only:
+    if bargs.tune_only and not args.decisions:
         return status
     rows = tuned_rows(benchmark.read_rows(Path(args.out_dir) / f"{stem}.csv"))  # every model the file holds
     rows = [r for r in rows if r["model"] not in same]  # timed earlier, found the same since
@@ -356,7 +467,7 @@ def main_tuned(args, passthrough: list[str], argv: list[str]) -> int:
     command = "python scripts/held_out_e2e.py " + " ".join(shlex.quote(a) for a in argv)
     key = f"held-out-e2e-{stem}"
     when = sidecar["date"] or datetime.datetime.now(datetime.UTC).isoformat()
-    section = tuned_section(rows, stem, sidecar["machine"].get("machine") or "", command, when, same)
+    section = tuned_section(rows, stem, sidecar["machine"].get("machine") or "", command, when, same, decisions)
     report = Path(args.report or directory / "GRAPH_REPORT.md")
     if not report.exists():  # the first section of a model's report: under a title of its own
         report.write_text(f"# Graph-level accuracy ({directory.name})\n")
@@ -383,6 +494,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="tuned flow: run the pass with both cost models first and neither tune nor time a model "
         "whose two rewrites are one module (it is listed as the same graph)",
+    )
+    p.add_argument(
+        "--decisions",
+        action="store_true",
+        help="tuned flow: instead of tuning and timing, count each rewrite's layout decisions against "
+        "the measured kernels (the shipped dataset, else the tuning database): how many convs run in "
+        "their fastest layout, and the time the others lose",
+    )
+    p.add_argument(
+        "--retime",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --decisions: time each kernel of a decision afresh with its tuned schedule, N samples "
+        "(a quiet machine), instead of the tuner's records",
     )
     p.add_argument(
         "--held-dir",

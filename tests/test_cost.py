@@ -475,6 +475,39 @@ def test_layout_pairs_match_one_convolution_in_both_layouts():
     assert sorted(layout_pairs(samples, "NCHW16c")) == [(9, 10), (12, 13)]
 
 
+def test_layout_decisions_say_whether_each_conv_runs_in_its_fastest_measured_layout():
+    """Each conv of a graph whose conv was measured in more than one layout counts once per
+    kernel: right where its layout is the fastest measured, else the microseconds it loses;
+    a chosen layout the samples lack is timed by ``chosen_us``, and a conv measured in one
+    layout only, or not a conv, is no decision."""
+    from tvm_eqsat.xgb_model import decision_counts, layout_decisions
+
+    samples = [
+        Sample("m", "database", _conv_workload("NCHW"), None, 50.0, 0.0),
+        Sample("m", "database", _conv_workload("NHWC"), None, 30.0, 0.0),
+        Sample("m", "database", _conv_workload("NCHW", stride=2), None, 20.0, 0.0),  # measured in NCHW only
+    ]
+    graph = [
+        _conv_workload("NHWC"),  # fastest
+        _conv_workload("NCHW"),  # loses 20 us
+        _conv_workload("NCHW"),  # again: another kernel of the graph
+        _conv_workload("NCHW", stride=2),  # one layout measured: no choice
+        _conv_workload("NHWC", stride=2),  # the samples lack it: chosen_us times it
+        _conv_workload("NHWC", cin=4),  # never measured, not timed: no decision
+        Workload(*_matmul(16, 16, 16)[:3]),
+    ]
+    timed = {_conv_workload("NHWC", stride=2).key(): 26.0}
+    decisions = layout_decisions(graph, samples, lambda w: timed.get(w.key()))
+    assert [(d["layout"], d["us"]) for d in decisions] == [
+        ("NHWC", {"NCHW": 50.0, "NHWC": 30.0}),
+        ("NCHW", {"NCHW": 50.0, "NHWC": 30.0}),
+        ("NCHW", {"NCHW": 50.0, "NHWC": 30.0}),
+        ("NHWC", {"NCHW": 20.0, "NHWC": 26.0}),
+    ]
+    assert decision_counts(decisions) == {"convs": 4, "fastest": 1, "lost_us": pytest.approx(46.0)}
+    assert decision_counts([]) == {"convs": 0, "fastest": 0, "lost_us": 0.0}
+
+
 def test_epilogue_compute_moves_from_kernels_to_elementwise_nodes(tmp_path):
     """With an element-wise calibration a kernel's measurement loses its epilogue's
     compute (never below KERNEL_FLOOR of it), and the pass charges that compute to the
@@ -1808,11 +1841,9 @@ def test_the_tuned_held_out_summary_says_which_rewrite_ran_faster():
     assert "of the 5 models timed: **held out 1." in text and "| ±25.0% |" in text
 
 
-def test_a_model_timed_again_leaves_the_same_graph_list(tmp_path, monkeypatch):
-    """``held_out_e2e.py --flow tuned``: a model an earlier ``--skip-same`` run listed as the
-    roofline's graph, then timed (without it), is reported from its rows, not hidden as listed."""
-    import json
-
+def _tuned_held_out_run(tmp_path, monkeypatch):
+    """``held_out_e2e.py``, with the rows of model 'a' (stock, the roofline's and the held-out
+    model's rewrites) already in its results file and no training, and its arguments."""
     script = load_script("held_out_e2e")
     monkeypatch.setattr(script, "held_out_model", lambda *a, **k: None)
     monkeypatch.setattr(script.benchmark, "main", lambda argv: 0)  # its rows are already in the file
@@ -1822,22 +1853,86 @@ def test_a_model_timed_again_leaves_the_same_graph_list(tmp_path, monkeypatch):
             "model,variant,median_ms,p10_ms,p90_ms,speedup_vs_stock,predicted_speedup,max_rel_diff,changes,module_hash,notes\n"
         )
         f.writelines(f"a,{v},{ms},{ms * 0.99},{ms * 1.01},{10 / ms},1.1,0,,{h},\n" for v, ms, h in rows)
+    monkeypatch.setattr(script.models, "MODELS", {**script.models.MODELS, "a": None})
+    argv = ["--flow", "tuned", "--models", "a", "--mcpu", "generic", "--out-dir", str(tmp_path)]
+    return script, [*argv, "--report", str(tmp_path / "R.md"), "--held-dir", str(tmp_path / "held")]
+
+
+def test_a_model_timed_again_leaves_the_same_graph_list(tmp_path, monkeypatch):
+    """``held_out_e2e.py --flow tuned``: a model an earlier ``--skip-same`` run listed as the
+    roofline's graph, then timed (without it), is reported from its rows, not hidden as listed."""
+    import json
+
+    script, argv = _tuned_held_out_run(tmp_path, monkeypatch)
     listed = tmp_path / "held-out-e2e-llvm-tuned-held-out-same.json"
     listed.write_text(json.dumps({"a": {"module_hash": "r", "roofline_predicted": 1.1, "held_out_predicted": 1.1}}))
-    report = tmp_path / "R.md"
-    argv = [
-        "--flow",
-        "tuned",
-        "--models",
-        "a",
-        "--mcpu",
-        "generic",
-        "--out-dir",
-        str(tmp_path),
-        "--report",
-        str(report),
-    ]
-    monkeypatch.setattr(script.models, "MODELS", {**script.models.MODELS, "a": None})
-    assert script.main([*argv, "--held-dir", str(tmp_path / "held")]) == 0
+    assert script.main(argv) == 0
     assert json.loads(listed.read_text()) == {}
-    assert "| a | 1.667x (1.100x) | 1.250x (1.100x) | no | 1.333x (held out better) |" in report.read_text()
+    assert (
+        "| a | 1.667x (1.100x) | 1.250x (1.100x) | no | 1.333x (held out better) |" in (tmp_path / "R.md").read_text()
+    )
+
+
+def test_held_out_decisions_count_each_rewrites_layouts_without_tuning_or_timing(tmp_path, monkeypatch):
+    """``held_out_e2e.py --flow tuned --decisions``: per model, both rewrites' layout decisions
+    counted (``layout_choices``), kept beside the results and reported under the timed table;
+    the benchmark neither tunes nor times."""
+    import json
+
+    script, argv = _tuned_held_out_run(tmp_path, monkeypatch)
+
+    def never(argv):
+        raise AssertionError("--decisions ran the benchmark")
+
+    counts = {
+        "roofline": {"convs": 40, "fastest": 31, "lost_us": 2500.0},
+        "held_out": {"convs": 42, "fastest": 20, "lost_us": 9100.0},
+    }
+    monkeypatch.setattr(script.benchmark, "main", never)
+    monkeypatch.setattr(script, "load_dataset", lambda *a, **k: [])
+    monkeypatch.setattr(script, "layout_choices", lambda name, bargs, samples, work_dir, retime, fresh: counts)
+    assert script.main([*argv, "--decisions"]) == 0
+    kept = {"a": {**counts, "retime": 0}}
+    assert json.loads((tmp_path / "held-out-e2e-llvm-tuned-held-out-decisions.json").read_text()) == kept
+    text = (tmp_path / "R.md").read_text()
+    assert "| a | 20 of 42 (9.10 ms lost) | 31 of 40 (2.50 ms lost) | records |" in text
+    assert text.index("held out better") < text.index("Layout decisions")  # the timed table first
+    none = {"convs": 0, "fastest": 0, "lost_us": 0.0}
+    lines = script._decision_lines({"r": {"roofline": none, "held_out": none, "retime": 15}})
+    assert "| r | no such conv | no such conv | afresh, 15 samples |" in lines
+
+
+def test_decisions_timed_afresh_time_each_kernel_once_and_drop_what_failed(monkeypatch):
+    """``held_out_e2e.py --decisions --retime N``: the kernels of every decision that ``fresh``
+    lacks are timed in one batch and kept there; a decision whose chosen kernel failed to run,
+    or that a failed kernel leaves with one layout timed, is dropped."""
+    from types import SimpleNamespace
+
+    script = load_script("held_out_e2e")
+    nchw, nhwc, nchw2, nhwc2 = (_conv_workload(lay, stride=s) for s in (1, 2) for lay in ("NCHW", "NHWC"))
+    calls = []
+
+    def retime(found, work_dir, target, repeat, progress=False):
+        calls.append([h.workload.key() for h in found])
+        us = {nchw.key(): 40.0, nhwc2.key(): None, nchw2.key(): 9.0}  # nhwc2 failed to run
+        return [
+            (h, None if us[h.workload.key()] is None else SimpleNamespace(median_us=us[h.workload.key()]))
+            for h in found
+        ]
+
+    monkeypatch.setattr(script, "retime_kernels", retime)
+    decisions = [
+        {"layout": "NHWC", "us": {"NCHW": 50.0, "NHWC": 30.0}, "kernels": {"NCHW": nchw, "NHWC": nhwc}},
+        {"layout": "NCHW", "us": {"NCHW": 50.0, "NHWC": 30.0}, "kernels": {"NCHW": nchw, "NHWC": nhwc}},
+        {"layout": "NHWC", "us": {"NCHW": 8.0, "NHWC": 7.0}, "kernels": {"NCHW": nchw2, "NHWC": nhwc2}},
+        {"layout": "NCHW", "us": {"NCHW": 8.0, "NHWC": 7.0}, "kernels": {"NCHW": nchw2, "NHWC": nhwc2}},
+    ]
+    fresh = {nhwc.key(): 45.0}  # timed for an earlier model
+    out = script._timed_afresh(decisions, "db", None, 15, fresh)
+    assert calls == [[nchw.key(), nchw2.key(), nhwc2.key()]]
+    assert [(d["layout"], d["us"]) for d in out] == [
+        ("NHWC", {"NCHW": 40.0, "NHWC": 45.0}),
+        ("NCHW", {"NCHW": 40.0, "NHWC": 45.0}),
+    ]
+    assert fresh == {nhwc.key(): 45.0, nchw.key(): 40.0, nchw2.key(): 9.0, nhwc2.key(): None}
+    assert script._timed_afresh(decisions, "db", None, 15, fresh) == out and len(calls) == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -242,6 +242,44 @@ def layout_pairs(samples: Sequence[Sample], other: str = "NHWC") -> list[tuple[i
         if form is not None:
             by_form.setdefault(form[1], {}).setdefault(form[0], i)
     return [(d["NCHW"], d[other]) for d in by_form.values() if "NCHW" in d and other in d]
+
+
+def layout_decisions(
+    workloads: Iterable[Workload],
+    samples: Sequence[Sample],
+    chosen_us: Callable[[Workload], float | None] = lambda w: None,
+) -> list[dict]:
+    """Whether a graph's layout choices were right, kernel by kernel: for each convolution
+    among ``workloads`` (one per kernel of the graph) whose convolution ``samples`` measured in
+    more than one layout, the layout the graph runs it in (``layout``), the measured
+    microseconds in each (``us``; ``chosen_us`` times the chosen one where the samples lack it:
+    its tuning database record, say) and each layout's kernel (``kernels``, to time again).
+    The copies at layout boundaries are not counted."""
+    by_form: dict[tuple, dict[str, Sample]] = {}
+    for s in samples:
+        form = _conv_nchw_form(s.workload)
+        if form is not None:
+            by_form.setdefault(form[1], {}).setdefault(form[0], s)
+    out = []
+    for w in workloads:
+        form = _conv_nchw_form(w)
+        if form is None:
+            continue
+        layout, measured = form[0], by_form.get(form[1], {})
+        times = {k: s.median_us for k, s in measured.items()}
+        kernels = {k: s.workload for k, s in measured.items()}
+        if layout not in times and (t := chosen_us(w)) is not None:
+            times[layout], kernels[layout] = t, w
+        if layout in times and len(times) > 1:
+            out.append({"layout": layout, "us": times, "kernels": kernels})
+    return out
+
+
+def decision_counts(decisions: Sequence[dict]) -> dict:
+    """``layout_decisions`` summed up: how many convs, how many run in their fastest measured
+    layout, and the microseconds the others lose to it."""
+    lost = [d["us"][d["layout"]] - min(d["us"].values()) for d in decisions]
+    return {"convs": len(decisions), "fastest": sum(x <= 0 for x in lost), "lost_us": float(sum(lost))}
 
 
 def load_elementwise(directory: str | Path) -> dict:
