@@ -526,6 +526,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args, passthrough = p.parse_known_args(argv)
     args.rounds = args.rounds or ROUNDS
+    if args.retime and not args.decisions:
+        p.error("--retime times the kernels of --decisions: give both")
+    if args.decisions and args.flow != "tuned":
+        p.error("--decisions counts the tuned flow's layout decisions: give --flow tuned")
     if args.flow == "tuned":
         return main_tuned(args, passthrough, list(sys.argv[1:] if argv is None else argv))
     if passthrough:

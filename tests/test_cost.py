@@ -1898,6 +1898,9 @@ def test_held_out_decisions_count_each_rewrites_layouts_without_tuning_or_timing
     assert "| a | 20 of 42 (9.10 ms lost) | 31 of 40 (2.50 ms lost) | records |" in text
     assert text.index("held out better") < text.index("Layout decisions")  # the timed table first
     none = {"convs": 0, "fastest": 0, "lost_us": 0.0}
+    for wrong in (["--retime", "15"], ["--decisions", "--flow", "default"]):  # a clear error, not ignored
+        with pytest.raises(SystemExit):
+            script.main([*argv, *wrong])
     lines = script._decision_lines({"r": {"roofline": none, "held_out": none, "retime": 15}})
     assert "| r | no such conv | no such conv | afresh, 15 samples |" in lines
 
