@@ -236,12 +236,18 @@ def layout_pairs(samples: Sequence[Sample], other: str = "NHWC") -> list[tuple[i
     """(NCHW, ``other``) index pairs of ``samples`` that are one convolution in both layouts
     (``other``: NHWC, or NCHW16c, the blocked conv), with the same epilogue ops: the choice
     the pass's layout rules leave to the cost model."""
+    return [(d["NCHW"], d[other]) for d in _conv_layouts(samples).values() if "NCHW" in d and other in d]
+
+
+def _conv_layouts(samples: Sequence[Sample]) -> dict[tuple, dict[str, int]]:
+    """The convolutions among ``samples`` by their identity in NCHW terms (``_conv_nchw_form``):
+    the index of the first sample of each in each layout it was measured in."""
     by_form: dict[tuple, dict[str, int]] = {}
     for i, s in enumerate(samples):
         form = _conv_nchw_form(s.workload)
         if form is not None:
             by_form.setdefault(form[1], {}).setdefault(form[0], i)
-    return [(d["NCHW"], d[other]) for d in by_form.values() if "NCHW" in d and other in d]
+    return by_form
 
 
 def layout_decisions(
@@ -255,19 +261,15 @@ def layout_decisions(
     microseconds in each (``us``; ``chosen_us`` times the chosen one where the samples lack it:
     its tuning database record, say) and each layout's kernel (``kernels``, to time again).
     The copies at layout boundaries are not counted."""
-    by_form: dict[tuple, dict[str, Sample]] = {}
-    for s in samples:
-        form = _conv_nchw_form(s.workload)
-        if form is not None:
-            by_form.setdefault(form[1], {}).setdefault(form[0], s)
+    by_form = _conv_layouts(samples)
     out = []
     for w in workloads:
         form = _conv_nchw_form(w)
         if form is None:
             continue
         layout, measured = form[0], by_form.get(form[1], {})
-        times = {k: s.median_us for k, s in measured.items()}
-        kernels = {k: s.workload for k, s in measured.items()}
+        times = {k: samples[i].median_us for k, i in measured.items()}
+        kernels = {k: samples[i].workload for k, i in measured.items()}
         if layout not in times and (t := chosen_us(w)) is not None:
             times[layout], kernels[layout] = t, w
         if layout in times and len(times) > 1:
