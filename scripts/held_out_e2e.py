@@ -46,9 +46,11 @@ import tvm_eqsat
 from tvm_eqsat import models, provenance, timing, tune
 from tvm_eqsat.cost import shipped_model_dir
 from tvm_eqsat.graph import module_graphs
-from tvm_eqsat.harvest import Harvested, harvest
+from tvm_eqsat.harvest import Harvested, lookup
 from tvm_eqsat.harvest import retime as retime_kernels
 from tvm_eqsat.measure import kernel_workloads
+from tvm_eqsat.tune import tuning_target
+from tvm_eqsat.tuning_db import read_database
 from tvm_eqsat.verify import output_diffs, wrong_builds_status
 from tvm_eqsat.xgb_model import (
     ROUNDS,
@@ -380,24 +382,33 @@ def layout_choices(name: str, bargs, samples, work_dir: str, retime: int = 0, fr
     kernel, so a kernel is timed once."""
     target = benchmark.make_target(bargs.target, bargs.arch, bargs.mcpu)
     fresh = {} if fresh is None else fresh
+    database, tgt = read_database(work_dir), tuning_target(target)  # read once: it takes seconds
+
+    def recorded_us(w) -> float | None:  # a chosen kernel the dataset lacks: its database record
+        try:
+            found = lookup(database, w, tgt)
+        except Exception:  # noqa: BLE001 - a kernel TVM cannot lower is in no database (as harvest skips it)
+            return None
+        return None if found is None else found.median_us
+
     out = {}
     for key, variant in zip(("roofline", "held_out"), rewrites(name, bargs), strict=True):
-        tuned = {h.workload.key(): h.median_us for h in harvest(work_dir, [variant.mod], target)}
         kernels = [w for graph in module_graphs(variant.mod) for w in kernel_workloads(graph)]
-        decisions = layout_decisions(kernels, samples, lambda w: tuned.get(w.key()))
+        decisions = layout_decisions(kernels, samples, recorded_us)
         if retime:
-            decisions = _timed_afresh(decisions, work_dir, target, retime, fresh)
+            decisions = _timed_afresh(decisions, work_dir, target, retime, fresh, database)
         out[key] = decision_counts(decisions)
     return out
 
 
-def _timed_afresh(decisions: list[dict], work_dir: str, target, repeat: int, fresh: dict) -> list[dict]:
+def _timed_afresh(decisions: list[dict], work_dir: str, target, repeat: int, fresh: dict, database=None) -> list[dict]:
     """``decisions`` with their kernels' fresh times (``harvest.retime``, the kernels not in
     ``fresh`` yet, in one batch), less those whose chosen kernel, or every other, failed to
     build or run."""
     todo = {w.key(): w for d in decisions for w in d["kernels"].values() if w.key() not in fresh}
     if todo:
-        timed = retime_kernels([Harvested(w, 0.0, 0) for w in todo.values()], work_dir, target, repeat, progress=True)
+        found = [Harvested(w, 0.0, 0) for w in todo.values()]
+        timed = retime_kernels(found, work_dir, target, repeat, progress=True, database=database)
         fresh.update({h.workload.key(): None if m is None else m.median_us for h, m in timed})
     out = []
     for d in decisions:

@@ -1915,7 +1915,7 @@ def test_decisions_timed_afresh_time_each_kernel_once_and_drop_what_failed(monke
     nchw, nhwc, nchw2, nhwc2 = (_conv_workload(lay, stride=s) for s in (1, 2) for lay in ("NCHW", "NHWC"))
     calls = []
 
-    def retime(found, work_dir, target, repeat, progress=False):
+    def retime(found, work_dir, target, repeat, progress=False, database=None):
         calls.append([h.workload.key() for h in found])
         us = {nchw.key(): 40.0, nhwc2.key(): None, nchw2.key(): 9.0}  # nhwc2 failed to run
         return [

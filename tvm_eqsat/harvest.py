@@ -151,16 +151,22 @@ def harvest(
 
 
 def retime(
-    found: Sequence[Harvested], work_dir: str, target: Any, repeat: int = 15, progress: bool = False
+    found: Sequence[Harvested],
+    work_dir: str,
+    target: Any,
+    repeat: int = 15,
+    progress: bool = False,
+    database: Any = None,
 ) -> list[tuple[Harvested, Measurement | None]]:
     """Each harvested kernel built with its records in ``work_dir`` (nothing is tuned) and
     timed afresh, ``repeat`` samples: a label with a spread, and without the tuner's
-    outliers (see the module docstring).  None where the build or the run fails.  A database
+    outliers (see the module docstring).  None where the build or the run fails.
+    ``database``: ``work_dir``'s, already read (reading a large one takes seconds).  A database
     tuned with cold caches (``tuning_db.database_cache``) is timed the same way: its
     records rank schedules by their cold time, and a label timed warm would not be theirs."""
     use_all_cores()  # timed as the tuner and the benchmark run them
     tgt = tuning_target(target)
-    database = read_database(work_dir)
+    database = read_database(work_dir) if database is None else database
     cold = database_cache(work_dir) == "cold"
     items: Iterable[Harvested] = found
     if progress:
